@@ -1,0 +1,41 @@
+# The whole set-up is two commands:
+#   make lab    install (first time only) and open the workbook in JupyterLab
+#   make test   install (first time only) and run every test and notebook
+# Packages are installed into .venv in this folder, again only when a
+# requirements file is newer than the last install.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8888
+
+.PHONY: lab test bench assignments clean-venv help
+
+help:
+	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
+	@echo "make test    run the unit tests and execute every notebook"
+	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+lab: $(VENV)/.installed
+	$(BIN)/jupyter lab --port=$(PORT) notebooks/00_start_here.ipynb
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/run.py
+
+clean-venv:
+	rm -rf $(VENV)

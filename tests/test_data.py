@@ -1,0 +1,136 @@
+"""load_mnist: shapes, ranges, stratification, and never touching the user's files."""
+
+import hashlib
+import pathlib
+
+import numpy as np
+import pytest
+
+import workbook
+from workbook import data
+
+BUNDLED_SHA256 = "94e2480bb2d38e772966d2564f7818de27e5e7d95984370b0cfb33e5bb4a39df"
+# Published class counts of the 10,000 bundled digits (workbook/bundled/README.md).
+BUNDLED_CLASS_COUNTS = [1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978]
+
+
+@pytest.fixture
+def keras_home(tmp_path, monkeypatch):
+    """A KERAS_HOME of our own, so no test reads or writes the user's ~/.keras."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras-home"))
+    return tmp_path / "keras-home"
+
+
+def test_bundled_file_is_the_published_one():
+    digest = hashlib.sha256(pathlib.Path(data.bundled_mnist_path()).read_bytes()).hexdigest()
+    assert digest == BUNDLED_SHA256
+
+
+def test_bundled_split_shapes_types_and_range():
+    (x_train, y_train), (x_test, y_test) = workbook.load_mnist(source="bundled")
+    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (2000, 28, 28, 1)
+    assert x_train.dtype == np.float32 and x_test.dtype == np.float32
+    assert 0.0 <= x_train.min() and x_train.max() <= 1.0 and x_train.max() > 0.99
+    assert np.issubdtype(y_train.dtype, np.integer) and set(np.unique(y_train)) == set(range(10))
+
+
+def test_bundled_split_is_stratified_disjoint_and_complete():
+    (x_train, y_train), (x_test, y_test) = workbook.load_mnist(source="bundled")
+    counts = np.bincount(y_train, minlength=10) + np.bincount(y_test, minlength=10)
+    assert counts.tolist() == BUNDLED_CLASS_COUNTS
+    # every class is split 80/20 to within one image
+    test_share = np.bincount(y_test, minlength=10) / np.array(BUNDLED_CLASS_COUNTS)
+    assert np.all(np.abs(test_share - 0.2) < 1.5 / np.array(BUNDLED_CLASS_COUNTS) + 1e-9)
+    # no image is in both halves (compare raw bytes of each image)
+    train_keys = {image.tobytes() for image in x_train}
+    assert not any(image.tobytes() in train_keys for image in x_test)
+
+
+def test_the_split_does_not_depend_on_the_seed():
+    (_, _), (x_test_a, _) = workbook.load_mnist(source="bundled", seed=0)
+    (_, _), (x_test_b, _) = workbook.load_mnist(source="bundled", seed=7)
+    assert {i.tobytes() for i in x_test_a} == {i.tobytes() for i in x_test_b}
+
+
+def test_subsets_are_stratified_and_deterministic():
+    (x_a, y_a), (xt_a, yt_a) = workbook.load_mnist(n_train=1000, n_test=100, source="bundled", seed=3)
+    (x_b, y_b), _ = workbook.load_mnist(n_train=1000, n_test=100, source="bundled", seed=3)
+    (x_c, _), _ = workbook.load_mnist(n_train=1000, n_test=100, source="bundled", seed=4)
+    assert x_a.shape == (1000, 28, 28, 1) and xt_a.shape == (100, 28, 28, 1)
+    np.testing.assert_array_equal(x_a, x_b)
+    np.testing.assert_array_equal(y_a, y_b)
+    assert not np.array_equal(x_a, x_c)
+    expected = 1000 * np.array(BUNDLED_CLASS_COUNTS) / sum(BUNDLED_CLASS_COUNTS)
+    assert np.all(np.abs(np.bincount(y_a, minlength=10) - expected) <= 1)
+    assert len(set(y_a[:50].tolist())) > 5, "a subset must be shuffled, not sorted by digit"
+
+
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        ({"n_train": -1}, "n_train=-1"),
+        ({"n_test": 0}, "n_test=0"),
+        ({"n_train": 8001, "source": "bundled"}, "n_train=8001"),
+        ({"n_test": 2.5}, "n_test=2.5"),
+        ({"source": "internet"}, "source='internet'"),
+        ({"seed": "zero"}, "seed='zero'"),
+    ],
+)
+def test_bad_arguments_name_the_argument_and_the_value(kwargs, named):
+    with pytest.raises(ValueError) as raised:
+        workbook.load_mnist(**kwargs)
+    assert named in str(raised.value)
+
+
+def test_a_damaged_cache_is_reported_passed_over_and_left_untouched(keras_home, capsys, monkeypatch):
+    cache = keras_home / "datasets" / "mnist.npz"
+    cache.parent.mkdir(parents=True)
+    garbage = b"PK\x03\x04 this is not really a zip archive" * 100
+    cache.write_bytes(garbage)
+    before = cache.stat().st_mtime_ns
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a damaged cache must not lead to a download")
+
+    monkeypatch.setattr(data, "_site_reachable", no_network)
+    monkeypatch.setattr(data, "_load_keras", no_network)
+    (x_train, _), (x_test, _) = workbook.load_mnist()
+    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (2000, 28, 28, 1)
+    said = capsys.readouterr().out
+    assert "bundled" in said and "damaged" in said and str(cache) in said
+    assert cache.read_bytes() == garbage and cache.stat().st_mtime_ns == before
+    assert sorted(p.name for p in cache.parent.iterdir()) == ["mnist.npz"]
+
+
+def test_source_keras_refuses_a_damaged_cache_without_touching_it(keras_home):
+    cache = keras_home / "datasets" / "mnist.npz"
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(b"truncated")
+    with pytest.raises(ValueError, match="left untouched"):
+        workbook.load_mnist(source="keras")
+    assert cache.read_bytes() == b"truncated"
+
+
+def test_offline_auto_falls_back_to_bundled_and_says_why(keras_home, capsys, monkeypatch):
+    monkeypatch.setattr(data, "KERAS_MNIST_URL", "http://127.0.0.1:9/mnist.npz")  # discard port: refused at once
+    (x_train, _), _ = workbook.load_mnist()
+    assert x_train.shape == (8000, 28, 28, 1)
+    assert "cannot be reached" in capsys.readouterr().out
+
+
+def test_an_intact_keras_cache_is_used(keras_home, capsys):
+    cache = keras_home / "datasets" / "mnist.npz"
+    cache.parent.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    fake = {
+        "x_train": rng.integers(0, 256, (60, 28, 28), dtype=np.uint8),
+        "y_train": np.repeat(np.arange(10, dtype=np.uint8), 6),
+        "x_test": rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
+        "y_test": np.repeat(np.arange(10, dtype=np.uint8), 2),
+    }
+    np.savez(cache, **fake)
+    (x_train, y_train), (x_test, _) = workbook.load_mnist(seed=1)
+    assert x_train.shape == (60, 28, 28, 1) and x_test.shape == (20, 28, 28, 1)
+    assert "Keras" in capsys.readouterr().out
+    # same images, reordered, scaled to [0, 1]
+    assert sorted(x_train.sum(axis=(1, 2, 3)).round(3)) == sorted((fake["x_train"] / 255.0).sum(axis=(1, 2)).astype(np.float32).round(3))

@@ -1,0 +1,31 @@
+"""`import workbook` has no side effects and costs little."""
+
+import subprocess
+import sys
+import time
+
+
+def run(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+def test_import_has_no_side_effects():
+    probe = run(
+        "import os, sys, random, numpy as np\n"
+        "env = dict(os.environ); state = random.getstate(); np_state = np.random.get_state()[1].copy()\n"
+        "import matplotlib; rc = dict(matplotlib.rcParams)\n"
+        "import workbook\n"
+        "assert random.getstate() == state, 'random was seeded'\n"
+        "assert (np.random.get_state()[1] == np_state).all(), 'numpy was seeded'\n"
+        "assert dict(os.environ) == env, 'environment changed'\n"
+        "assert dict(matplotlib.rcParams) == rc, 'rcParams changed'\n"
+        "assert 'tensorflow' not in sys.modules, 'tensorflow imported eagerly'\n"
+        "print('clean')\n"
+    )
+    assert probe.returncode == 0 and "clean" in probe.stdout, probe.stderr[-2000:]
+    assert probe.stderr.strip() == "", f"import printed to stderr: {probe.stderr[-500:]}"
+
+
+def test_every_public_name_resolves():
+    probe = run("import workbook\nfor name in workbook.__all__: getattr(workbook, name)\nprint('ok')")
+    assert probe.returncode == 0 and "ok" in probe.stdout, probe.stderr[-3000:]

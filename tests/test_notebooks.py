@@ -1,0 +1,45 @@
+"""Every notebook runs top to bottom, and every notebook is committed clean."""
+
+import pathlib
+
+import nbformat
+import pytest
+
+from notebook_runner import NOTEBOOKS, error_outputs, execute, parameters_cell_index
+
+ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_there_are_notebooks():
+    assert ALL_NOTEBOOKS, f"no notebooks found in {NOTEBOOKS}"
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_without_outputs(path):
+    notebook = nbformat.read(path, as_version=4)
+    dirty = [
+        i for i, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count"))
+    ]
+    assert not dirty, f"{path.name}: cells {dirty} carry outputs or execution counts; clear them before committing"
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_follows_the_conventions(path):
+    notebook = nbformat.read(path, as_version=4)
+    parameters_cell_index(notebook)  # exactly one `parameters` cell
+    assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# "), \
+        f"{path.name} must open with a markdown title"
+    setup_cells = [c for c in notebook.cells if c.cell_type == "code" and "workbook.setup(seed=" in c.source]
+    assert setup_cells, f"{path.name} has no Setup cell calling workbook.setup(seed=...)"
+    assert "assert" in setup_cells[0].source, f"{path.name}: the Setup cell should assert the versions it needs"
+
+
+@pytest.mark.notebook
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_executes_without_errors(path):
+    notebook, seconds = execute(path)
+    errors = error_outputs(notebook)
+    assert not errors, f"{path.name} raised: " + "; ".join(errors)
+    print(f"{path.name}: {seconds:.1f} s")

@@ -1,0 +1,57 @@
+"""The gradient workbook: what backpropagation does when an operation has no
+useful derivative, and how to take control of it.
+
+Start with notebooks/00_start_here.ipynb. Importing this package does nothing
+but make the names below available; each is loaded (with TensorFlow) the first
+time it is used, and :func:`setup` is the explicit way to seed and quiet a run.
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> the module (one per topic) that defines it
+_EXPORTS = {
+    # environment.py: seeding, quiet logs, versions (00_start_here)
+    "setup": "environment",
+    "environment_report": "environment",
+    # data.py: MNIST with or without a network (00_start_here)
+    "load_mnist": "data",
+    # surrogates.py: forward one function, backpropagate another (01, 02)
+    "surrogate": "surrogates",
+    "straight_through": "surrogates",
+    "SURROGATES": "surrogates",
+    # plots.py and explorer.py: forward next to true and surrogate derivatives (01, 02)
+    "plot_derivatives": "plots",
+    "explore_surrogates": "explorer",
+    # checks.py: self-checks students run before submitting (01-05)
+    "check_surrogate": "checks",
+    # diagnosis.py: find the operation that kills the gradient (03)
+    "find_gradient_breaks": "diagnosis",
+    "GradientReport": "diagnosis",
+    "Finding": "diagnosis",
+    # models.py, monitoring.py, compare.py: the MNIST autoencoder lab (04)
+    "autoencoder": "models",
+    "GradientNormMonitor": "monitoring",
+    "compare_bottlenecks": "compare",
+}
+
+# submodules a notebook may reach as workbook.NAME without importing them first
+_SUBMODULES = {"layers"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"workbook.{name}")
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'workbook' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"workbook.{module_name}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)
