@@ -1,0 +1,249 @@
+"""What :func:`workbook.find_gradient_breaks` returns: findings, per-source verdicts, tables.
+
+Introduced in 03_finding_gradient_killers.ipynb.
+"""
+
+import html
+import linecache
+import os
+import sysconfig
+import traceback
+from dataclasses import dataclass, field
+
+#: Why each kind of break stops the gradient, and what to do about it.
+HINTS = {
+    "integer_output": (
+        "An integer, boolean or string value carries no gradient. Keep a float path "
+        "(e.g. keras.ops.round instead of a cast to int), or use a straight-through "
+        "surrogate such as SURROGATES['cast_int_ste']. For one_hot(argmax(...)): use a "
+        "softmax with a temperature, or a straight-through one-hot."
+    ),
+    "no_gradient": (
+        "TensorFlow defines no gradient through this op (or it returns None for this input). "
+        "For round/floor use SURROGATES['round_ste'] / ['floor_ste'] (or 'floor_smooth'); "
+        "for numpy code, rewrite it with keras.ops so TensorFlow can differentiate it."
+    ),
+    "zero_gradient": (
+        "The gradient exists but is zero almost everywhere (a step function). Backpropagate a "
+        "surrogate instead, e.g. SURROGATES['sign_ste'] or ['sign_clipped_ste'] for sign."
+    ),
+    "stop_gradient": (
+        "stop_gradient blocks backprop on purpose. Remove it, or use the straight-through form "
+        "x + stop_gradient(f(x) - x) so that the gradient passes as identity."
+    ),
+    "no_gradient_registered": (
+        "TensorFlow has no gradient registered for this op (it raises LookupError inside "
+        "tape.gradient). Rewrite it with differentiable ops, or wrap it in "
+        "workbook.surrogate(forward, derivative)."
+    ),
+    "disconnected": (
+        "The output does not depend on this input or variable at all (or only on its shape). "
+        "Check that the layer is really on the path to the output."
+    ),
+    "untraceable": (
+        "TensorFlow could not trace this code into a graph, so it cannot differentiate it: "
+        "use keras.ops / tf ops instead of numpy or .numpy(), and tf.cond / keras.ops.where "
+        "instead of Python if/while on tensor values."
+    ),
+}
+
+REASON_TEXT = {
+    "integer_output": "output is not a float",
+    "no_gradient": "no gradient defined",
+    "zero_gradient": "gradient is zero",
+    "stop_gradient": "stop_gradient",
+    "no_gradient_registered": "no gradient registered",
+    "disconnected": "output does not depend on it",
+    "untraceable": "cannot be traced",
+}
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY_DIRS = tuple(
+    os.path.abspath(path) + os.sep
+    for path in {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _is_library(filename):
+    if not filename or filename.startswith("<") or "__autograph_generated" in filename:
+        return True
+    path = os.path.abspath(filename)
+    return path.startswith(_LIBRARY_DIRS) or os.path.dirname(path) == _PACKAGE_DIR
+
+
+def user_frame(frames):
+    """(file, line, code) of the innermost frame in the user's code, or (None, None, None).
+
+    Frames above the workbook's own tracing call are the caller of
+    find_gradient_breaks, not the code that made the op: they are skipped.
+    """
+    frames = list(frames or [])
+    start = 0
+    for index, frame in enumerate(frames):
+        if os.path.dirname(os.path.abspath(frame.filename)) == _PACKAGE_DIR and "diagnosis" in frame.filename:
+            start = index + 1
+    for frame in reversed(frames[start:]):
+        if not _is_library(frame.filename):
+            code = (getattr(frame, "line", None) or linecache.getline(frame.filename, frame.lineno)).strip()
+            return frame.filename, frame.lineno, code
+    return None, None, None
+
+
+@dataclass
+class Finding:
+    """One op that cuts the gradient (or, in ``notes``, one whose cut does not matter)."""
+
+    op_type: str
+    op_name: str
+    reason: str
+    file: str = None
+    line: int = None
+    code: str = None
+    hint: str = ""
+    detail: str = ""
+    cuts: list = field(default_factory=list)
+
+    @classmethod
+    def from_op(cls, op, reason, frame, cuts=()):
+        dtypes = ", ".join(t.dtype.name for t in op.outputs) or "nothing"
+        detail = {
+            "integer_output": f"{op.type} returns {dtypes}",
+            "no_gradient": f"TensorFlow's gradient of {op.type} is None for this input",
+            "zero_gradient": f"TensorFlow's gradient of {op.type} is a constant zero",
+            "stop_gradient": "gradient stopped on purpose",
+            "no_gradient_registered": f"no gradient function is registered for {op.type}",
+        }[reason]
+        file, line, code = frame
+        return cls(op.type, op.name, reason, file, line, code, HINTS[reason], detail, list(cuts))
+
+    @classmethod
+    def disconnected(cls, status, frame):
+        file, line, code = frame
+        return cls(
+            "(none)", status.name, "disconnected", file, line, code, HINTS["disconnected"],
+            f"the output does not depend on {status.label}", [status.label],
+        )
+
+    @property
+    def where(self):
+        if not self.file:
+            return "(inside Keras/TensorFlow)"
+        return f"{os.path.basename(self.file)}:{self.line}"
+
+
+def untraceable_finding(error, tb, cuts=()):
+    """A Finding for code TensorFlow could not trace, pointing at the user's line that failed."""
+    frames = traceback.extract_tb(tb)
+    file, line, code = user_frame(frames)
+    message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+    why = "Python code on a tensor's value"
+    text = str(error)
+    if "numpy" in text or "NumPy" in text or "__array__" in text:
+        why = "numpy on a tensor: the value leaves TensorFlow, and gradients cannot follow it"
+    elif "bool" in text or "iterat" in text or "OperatorNotAllowed" in type(error).__name__:
+        why = "Python control flow on a tensor's value: TensorFlow sees only the branch that ran"
+    return Finding(type(error).__name__, "(tracing)", "untraceable", file, line, code, HINTS["untraceable"], f"{why} ({message})", list(cuts))
+
+
+@dataclass
+class SourceStatus:
+    """One input or trainable variable: does the gradient reach it?"""
+
+    key: tuple
+    name: str
+    kind: str
+    layer: str = None
+    static: str = "unknown"  # flowing, cut, disconnected, untraceable
+    measured: str = "unknown"  # flowing, zero, none
+
+    @property
+    def label(self):
+        return self.name if self.kind == "variable" else f"{self.name} (input)"
+
+    @property
+    def owner(self):
+        """What a student calls it: the layer for a variable, the argument for an input."""
+        if self.kind == "variable" and self.layer:
+            return f"layer {self.layer}"
+        return self.label
+
+
+@dataclass
+class GradientReport:
+    """The result of :func:`workbook.find_gradient_breaks`."""
+
+    findings: list
+    notes: list
+    sources: list
+    description: str = ""
+    disagreements: list = field(default_factory=list)
+    layers_without_gradient: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        """True when every input and variable gets a gradient through the traced graph."""
+        return not self.findings
+
+    @property
+    def culprit(self):
+        return self.findings[0] if self.findings else None
+
+    def _rows(self, findings):
+        return [
+            (str(i + 1), f.op_type, REASON_TEXT[f.reason], f.where, f.code or "", ", ".join(f.cuts))
+            for i, f in enumerate(findings)
+        ]
+
+    def __str__(self):
+        lines = [f"Gradient report for {self.description}:"]
+        if self.ok:
+            lines.append("  ok: the gradient reaches every input and trainable variable.")
+        else:
+            lines.append(f"  {len(self.findings)} op(s) cut the gradient (culprit first):")
+            lines += _text_table(("#", "op", "why", "where", "code", "cuts the gradient of"), self._rows(self.findings))
+            lines.append(f"  How to fix the culprit: {self.findings[0].hint}")
+        if self.layers_without_gradient:
+            lines.append(f"  Layers whose variables get no gradient: {', '.join(self.layers_without_gradient)}")
+        if self.notes:
+            lines.append("  Notes (blocked paths that do not matter, the gradient arrives another way):")
+            lines += [f"    {n.op_type} at {n.where}: {n.detail}" for n in self.notes]
+        measured = ", ".join(f"{s.label}: {s.measured}" for s in self.sources)
+        lines.append(f"  Measured with a GradientTape: {measured}")
+        lines += [f"  Disagreement: {d}" for d in self.disagreements]
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"<GradientReport ok={self.ok} findings={[(f.op_type, f.reason, f.where) for f in self.findings]}>"
+
+    def _repr_html_(self):
+        escape = html.escape
+        parts = [f"<div class='workbook-gradient-report'><p><b>Gradient report</b> for {escape(self.description)}: "]
+        if self.ok:
+            parts.append("<span style='color:#1a7f37'><b>ok</b> — the gradient reaches every input and trainable variable.</span></p>")
+        else:
+            parts.append(f"<span style='color:#b42318'><b>{len(self.findings)} op(s) cut the gradient</b></span>, culprit first.</p>")
+            parts.append("<table><thead><tr>" + "".join(
+                f"<th>{h}</th>" for h in ("#", "op", "why", "where", "code", "cuts the gradient of", "how to fix")
+            ) + "</tr></thead><tbody>")
+            for i, (row, finding) in enumerate(zip(self._rows(self.findings), self.findings)):
+                style = " style='background:#fde2e1;font-weight:bold'" if i == 0 else ""
+                cells = [escape(c) for c in row[:4]] + [f"<code>{escape(row[4])}</code>", escape(row[5]), escape(finding.hint)]
+                parts.append(f"<tr class='{'culprit' if i == 0 else 'break'}'{style}>" + "".join(f"<td style='text-align:left'>{c}</td>" for c in cells) + "</tr>")
+            parts.append("</tbody></table>")
+        if self.layers_without_gradient:
+            parts.append(f"<p>Layers whose variables get no gradient: <b>{escape(', '.join(self.layers_without_gradient))}</b></p>")
+        if self.notes:
+            parts.append("<p>Notes (blocked paths that do not matter):</p><ul>" + "".join(
+                f"<li>{escape(n.op_type)} at {escape(n.where)}: {escape(n.detail)}</li>" for n in self.notes) + "</ul>")
+        parts.append("<details><summary>Per input and variable: static vs measured</summary><table><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>")
+        parts += [f"<tr><td>{escape(s.label)}</td><td>{s.static}</td><td>{s.measured}</td></tr>" for s in self.sources]
+        parts.append("</table></details>")
+        parts += [f"<p style='color:#9a6700'>Disagreement: {escape(d)}</p>" for d in self.disagreements]
+        return "".join(parts) + "</div>"
+
+
+def _text_table(header, rows, limit=60):
+    rows = [tuple(c if len(c) <= limit else c[: limit - 1] + "…" for c in row) for row in rows]
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    fmt = "    " + "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows]
