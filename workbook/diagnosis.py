@@ -20,7 +20,9 @@ from workbook.diagnosis_report import Finding, GradientReport, SourceStatus, use
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 
-ALIVE, SHADOW = 2, 1  # the gradient arrives / would arrive if the breaks after it were fixed
+# What reaches a tensor walking back from the output: the gradient itself (ALIVE); a gradient
+# if the breaks after it were fixed (SHADOW); or nothing, because it only selects (SELECTOR).
+ALIVE, SHADOW, SELECTOR = 3, 2, 1
 
 # Ops whose output depends on the shape of an input, never on its values.
 SHAPE_ONLY_OPS = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "BroadcastArgs", "TensorListLength"}
@@ -251,10 +253,10 @@ def _analyse(call, arguments, inputs, variables, layer_of):
 
     findings, notes = [], []
     order = {op: i for i, op in enumerate(graph.get_operations())}
-    for (op, reason), blocked in sorted(candidates.items(), key=lambda item: order.get(item[0][0], 0)):
+    for (op, reason), (blocked, level) in sorted(candidates.items(), key=lambda item: order.get(item[0][0], 0)):
         cut = list(dict.fromkeys(sources[bit].owner for bit in range(len(sources)) if blocked & dead_mask & (1 << bit)))
         finding = Finding.from_op(op, reason, user_frame(op.traceback), cuts=cut)
-        (findings if cut else notes).append(finding)
+        (findings if cut and level >= SHADOW else notes).append(finding)
     for bit, status in enumerate(sources):
         if status.static == "disconnected":
             findings.append(Finding.disconnected(status, _output_frame(sinks)))
@@ -307,9 +309,11 @@ def _is_float(tensor):
 def _backward_walk(graph, sinks, reach):
     """Propagate gradient states from the sinks; return (state by tensor ref, candidates).
 
-    ``candidates`` maps (op, reason) to the bitmask of sources that reach the
-    blocked inputs. A blocked input is walked on as SHADOW so that breaks behind
-    the first one are found too.
+    ``candidates`` maps (op, reason) to (bitmask of the sources that reach the
+    blocked inputs, the best state that arrived at the op). A blocked input is
+    walked on as SHADOW so that breaks behind the first one are found too; an
+    integer input that only selects among float values (the condition of
+    ``where``, the indices of a gather) is walked on as SELECTOR.
     """
     import tensorflow as tf
     from tensorflow.python.framework import ops as tf_ops
@@ -323,10 +327,10 @@ def _backward_walk(graph, sinks, reach):
         if reach.get(tensor.ref(), 0):
             state[tensor.ref()] = max(state.get(tensor.ref(), 0), value)
 
-    def block(op, reason, tensor):
-        key = (op, reason)
-        candidates[key] = candidates.get(key, 0) | reach.get(tensor.ref(), 0)
-        mark(tensor, SHADOW)
+    def block(op, reason, tensor, level):
+        sources, best = candidates.get((op, reason), (0, 0))
+        candidates[(op, reason)] = (sources | reach.get(tensor.ref(), 0), max(best, level))
+        mark(tensor, min(level, SHADOW))
 
     with graph.as_default():
         for op in reversed(graph.get_operations()):
@@ -334,43 +338,42 @@ def _backward_walk(graph, sinks, reach):
             if not carried or not op.inputs:
                 continue
             level = max(state[t.ref()] for t in carried)
-            reached = {t.ref() for t in op.inputs if reach.get(t.ref(), 0) and t.dtype != tf.resource}
-            if not reached:
+            inputs = [t for t in op.inputs if reach.get(t.ref(), 0) and t.dtype != tf.resource]
+            if not inputs:
                 continue
             if not any(_is_float(t) for t in carried):
                 # Only integer, boolean or string values leave this op: no gradient can.
-                for tensor in (ref.deref() for ref in reached):
+                for tensor in inputs:
                     if _is_float(tensor) and op.type not in SHAPE_ONLY_OPS:
-                        block(op, "integer_output", tensor)
+                        block(op, "integer_output", tensor, level)
                     elif not _is_float(tensor):
-                        mark(tensor, SHADOW)
+                        mark(tensor, min(level, SHADOW))
                 continue
             if op.type in STOP_OPS:
-                for tensor in (ref.deref() for ref in reached):
-                    block(op, "stop_gradient", tensor)
+                for tensor in inputs:
+                    block(op, "stop_gradient", tensor, level)
                 continue
             try:
                 gradient_function = tf_ops.get_gradient_function(op)
             except LookupError:
-                for tensor in (ref.deref() for ref in reached):
+                for tensor in inputs:
                     if _is_float(tensor):
-                        block(op, "no_gradient_registered", tensor)
+                        block(op, "no_gradient_registered", tensor, level)
                 continue
             gradients = _local_gradients(op, gradient_function, carried)
+            selects = any(_is_float(t) for t in inputs)  # integer inputs then only pick among floats
+            positions = {t.ref() for t in inputs}
             for index, tensor in enumerate(op.inputs):
-                if tensor.ref() not in reached:
+                if tensor.ref() not in positions:
                     continue
                 if not _is_float(tensor):
-                    mark(tensor, SHADOW)  # follow indices, masks, conditions up to where they came from
-                    continue
-                if gradients is None:  # the gradient function failed here: assume it passes
+                    mark(tensor, SELECTOR if selects else min(level, SHADOW))
+                elif gradients is None:  # the gradient function failed here: assume it passes
                     mark(tensor, level)
-                    continue
-                gradient = gradients[index] if index < len(gradients) else None
-                if gradient is None:
-                    block(op, "no_gradient", tensor)
-                elif not _depends_on(gradient, gradients.upstream, original_ops):
-                    block(op, "zero_gradient", tensor)
+                elif index >= len(gradients) or gradients[index] is None:
+                    block(op, "no_gradient", tensor, level)
+                elif not _depends_on(gradients[index], gradients.upstream, original_ops):
+                    block(op, "zero_gradient", tensor, level)
                 else:
                     mark(tensor, level)
     return state, candidates

@@ -47,6 +47,19 @@ HINTS = {
     ),
 }
 
+#: Sharper advice for the ops students meet most; other ops get the hint for their reason.
+OP_HINTS = {
+    "Cast": "A cast to int has no gradient: keep a float path (keras.ops.round, or trunc via keras.ops.sign * keras.ops.floor(abs)) or use SURROGATES['cast_int_ste'] (straight-through).",
+    "ArgMax": "argmax returns indices. For one_hot(argmax(...)) use softmax(logits / temperature), or a straight-through one-hot: soft + stop_gradient(hard - soft).",
+    "ArgMin": "argmin returns indices: use softmax(-logits / temperature), or a straight-through one-hot.",
+    "Round": "round has no gradient: use SURROGATES['round_ste'] (straight-through), or x + stop_gradient(round(x) - x).",
+    "Floor": "floor has no gradient: use SURROGATES['floor_ste'] or SURROGATES['floor_smooth'].",
+    "Sign": "sign's gradient is 0 everywhere: use SURROGATES['sign_ste'], ['sign_clipped_ste'] or ['sign_swish'].",
+    "Greater": "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] for (x > 0), or a sigmoid with a steep slope.",
+    "Less": "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] on (threshold - x), or a steep sigmoid.",
+    "PyFunc": "numpy_function leaves TensorFlow: rewrite it with keras.ops, or use tf.py_function (which has a gradient), or wrap it in workbook.surrogate.",
+}
+
 REASON_TEXT = {
     "integer_output": "output is not a float",
     "no_gradient": "no gradient defined",
@@ -114,7 +127,8 @@ class Finding:
             "no_gradient_registered": f"no gradient function is registered for {op.type}",
         }[reason]
         file, line, code = frame
-        return cls(op.type, op.name, reason, file, line, code, HINTS[reason], detail, list(cuts))
+        hint = OP_HINTS.get(op.type, HINTS[reason]) if reason != "stop_gradient" else HINTS[reason]
+        return cls(op.type, op.name, reason, file, line, code, hint, detail, list(cuts))
 
     @classmethod
     def disconnected(cls, status, frame):

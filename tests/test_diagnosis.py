@@ -1,0 +1,150 @@
+"""find_gradient_breaks names the right op and line on a table of known culprits."""
+
+import inspect
+import pathlib
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gradient_killers
+import workbook
+
+EXAMPLE = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
+SOURCE = pathlib.Path(gradient_killers.__file__).resolve()
+MARKER = re.compile(r"#\s*culprit:\s*(\S+)\s+(\S+)")
+
+
+def expected_culprit(function):
+    """(op type, reason, line) from the hand-written marker inside ``function``."""
+    lines, start = inspect.getsourcelines(function)
+    for offset, text in enumerate(lines):
+        match = MARKER.search(text)
+        if match:
+            return match.group(1), match.group(2), start + offset
+    raise AssertionError(f"{function.__name__} has no culprit marker")
+
+
+def test_the_table_is_big_enough():
+    assert len(gradient_killers.CULPRITS) >= 25 and len(gradient_killers.CLEAN) >= 6
+
+
+@pytest.mark.parametrize("function", gradient_killers.CULPRITS, ids=lambda f: f.__name__)
+def test_names_the_culprit_op_and_line(function):
+    op_type, reason, line = expected_culprit(function)
+    report = workbook.find_gradient_breaks(function, EXAMPLE)
+    assert not report.ok, str(report)
+    culprit = report.findings[0]
+    assert (culprit.op_type, culprit.reason) == (op_type, reason), str(report)
+    assert culprit.line == line and pathlib.Path(culprit.file).resolve() == SOURCE, str(report)
+    assert culprit.code and culprit.code in inspect.getsource(function)
+    assert culprit.hint
+
+
+@pytest.mark.parametrize("function", gradient_killers.CLEAN, ids=lambda f: f.__name__)
+def test_a_flowing_gradient_is_ok(function):
+    report = workbook.find_gradient_breaks(function, EXAMPLE)
+    assert report.ok, str(report)
+    assert all(status.static == "flowing" and status.measured == "flowing" for status in report.sources), str(report)
+
+
+TRACEABLE = [f for f in gradient_killers.CULPRITS + gradient_killers.CLEAN if "untraceable" not in inspect.getsource(f)]
+
+
+@pytest.mark.parametrize("function", TRACEABLE, ids=lambda f: f.__name__)
+def test_the_graph_agrees_with_a_gradient_tape(function):
+    """The static verdict for the input matches tf.GradientTape run here, independently.
+
+    (Untraceable functions are left out: eagerly, Python control flow on a value works.)
+    """
+    x = tf.constant(EXAMPLE)
+    try:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = function(x)
+        gradient = tape.gradient(y, x) if y.dtype.is_floating else None
+        flowing = gradient is not None and bool(tf.reduce_any(gradient != 0))
+    except LookupError:  # no gradient registered: the tape itself fails
+        flowing = False
+    report = workbook.find_gradient_breaks(function, EXAMPLE)
+    assert report.ok == flowing, str(report)
+
+
+def test_a_mask_or_condition_is_a_note_not_a_finding():
+    report = workbook.find_gradient_breaks(gradient_killers.where_with_float_branches, EXAMPLE)
+    assert report.ok and [note.op_type for note in report.notes] == ["Greater"]
+
+
+def test_every_culprit_is_listed_in_path_order():
+    report = workbook.find_gradient_breaks(gradient_killers.two_culprits_floor_first, EXAMPLE)
+    assert [f.op_type for f in report.findings] == ["Floor", "Round"]
+
+
+def bottleneck_model(bottleneck):
+    model = keras.Sequential([
+        keras.Input((8, 8, 1)),
+        keras.layers.Conv2D(3, 3, padding="same", activation="relu", name="encoder"),
+        keras.layers.Lambda(bottleneck, name="bottleneck"),
+        keras.layers.Conv2D(1, 3, padding="same", activation="sigmoid", name="decoder"),
+    ])
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def int_cast(z):
+    return keras.ops.cast(keras.ops.cast(z * 4.0, "int32"), "float32") / 4.0  # culprit: Cast integer_output
+
+
+def test_a_compiled_model_names_the_dead_layer_and_the_culprit_line():
+    model = bottleneck_model(int_cast)
+    x = np.random.default_rng(1).uniform(size=(4, 8, 8, 1)).astype("float32")
+    before = [v.numpy().copy() for v in model.variables]
+    report = workbook.find_gradient_breaks(model, (x, x))
+    _, _, line = expected_culprit(int_cast)
+    assert report.layers_without_gradient == ["encoder"]
+    assert report.findings[0].op_type == "Cast" and report.findings[0].line == line
+    assert report.findings[0].cuts == ["layer encoder"]
+    # independent check: Keras's own training step leaves the encoder without gradients
+    with tf.GradientTape() as tape:
+        loss = keras.losses.mean_squared_error(x, model(x, training=True))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    dead = {v.path.split("/")[-2] for v, g in zip(model.trainable_variables, gradients) if g is None}
+    assert dead == {"encoder"}
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables)), "the model was changed"
+
+
+def test_a_healthy_model_is_ok():
+    model = bottleneck_model(lambda z: z * 1.0)
+    x = np.random.default_rng(1).uniform(size=(4, 8, 8, 1)).astype("float32")
+    report = workbook.find_gradient_breaks(model, (x, x))
+    assert report.ok and report.layers_without_gradient == [], str(report)
+
+
+def test_a_layer_is_a_target_too():
+    layer = keras.layers.Lambda(lambda z: keras.ops.round(z))
+    report = workbook.find_gradient_breaks(layer, EXAMPLE)
+    assert report.findings[0].op_type == "Round"
+    assert pathlib.Path(report.findings[0].file).resolve() == pathlib.Path(__file__).resolve()
+
+
+def test_batch_norm_statistics_are_left_as_they_were():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+    before = [v.numpy().copy() for v in model.variables]
+    workbook.find_gradient_breaks(model, EXAMPLE * 10 + 5)
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables))
+
+
+def test_the_report_reads_as_text_and_html():
+    report = workbook.find_gradient_breaks(gradient_killers.cast_to_int, EXAMPLE)
+    text, page = str(report), report._repr_html_()
+    assert "Cast" in text and "gradient_killers.py" in text and "cast_int_ste" in text
+    assert "class='culprit'" in page and "Cast" in page and "<table>" in page
+
+
+def test_bad_target_is_a_clear_error():
+    with pytest.raises(ValueError, match="target=42"):
+        workbook.find_gradient_breaks(42, EXAMPLE)
+    with pytest.raises(ValueError, match="example"):
+        workbook.find_gradient_breaks(gradient_killers.matmul, object())
