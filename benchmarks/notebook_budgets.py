@@ -1,0 +1,78 @@
+"""Each notebook executed headless with its classroom defaults: wall time and the kernel's peak memory.
+
+Targets (Binder: about 2 GB and one CPU): every notebook at most 1.5 GB and
+3 minutes on 2 cores; all of them together at most 10 minutes.
+"""
+
+import pathlib
+import threading
+import time
+
+import nbformat
+import psutil
+from nbclient import NotebookClient
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
+
+
+class PeakMemory:
+    """Samples the resident memory of a process and its children in the background."""
+
+    def __init__(self, pid, interval=0.2):
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                process = psutil.Process(self.pid)
+                total = process.memory_info().rss + sum(
+                    child.memory_info().rss for child in process.children(recursive=True)
+                )
+                self.peak = max(self.peak, total)
+            except psutil.Error:
+                pass
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def run_notebook(path):
+    """(wall seconds, peak kernel memory in bytes, error or None) for one notebook at full size."""
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
+    started = time.perf_counter()
+    error = None
+    with client.setup_kernel():
+        pid = client.km.provisioner.process.pid
+        with PeakMemory(pid) as memory:
+            try:
+                for index, cell in enumerate(notebook.cells):
+                    client.execute_cell(cell, index)
+            except Exception as failure:  # reported in the table, not raised: the other notebooks still run
+                error = f"{type(failure).__name__}"
+    return time.perf_counter() - started, memory.peak, error
+
+
+def main():
+    rows = ["| notebook | wall time | peak kernel memory | within budget (3 min, 1.5 GB) |", "|---|---|---|---|"]
+    total = 0.0
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        seconds, peak, error = run_notebook(path)
+        total += seconds
+        within = seconds <= 180 and peak <= 1.5e9 and error is None
+        verdict = "yes" if within else ("error: " + error if error else "no")
+        rows.append(f"| {path.name} | {seconds:.0f} s | {peak / 2**20:.0f} MiB | {verdict} |")
+    rows.append(f"| **all notebooks** | **{total:.0f} s** | | {'yes' if total <= 600 else 'no'} (10 min) |")
+    return "## Notebook budgets\n\nEach notebook run top to bottom with its classroom defaults (not the test suite's turned-down ones), in a fresh kernel; memory is the kernel's resident set, sampled every 0.2 s, children included.\n\n" + "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(main())

@@ -1,0 +1,168 @@
+"""plot_derivatives draws what backprop measures; the explorer redraws; check_surrogate gives verdicts."""
+
+import keras
+import matplotlib
+import numpy as np
+import pytest
+import tensorflow as tf
+from matplotlib.figure import Figure
+
+from workbook import SURROGATES, check_surrogate, explore_surrogates, plot_derivatives, surrogate
+
+
+def line(figure, gid):
+    found = [ln for ax in figure.axes for ln in ax.get_lines() if ln.get_gid() == gid]
+    assert len(found) == 1, f"expected one line {gid!r}, found {len(found)}"
+    return np.asarray(found[0].get_xdata(), float), np.asarray(found[0].get_ydata(), float)
+
+
+def tape_gradient(fn, x):
+    x = tf.constant(x, dtype="float32")
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    grad = tape.gradient(y, x)
+    return np.zeros(x.shape) if grad is None else grad.numpy().astype(float)
+
+
+@pytest.mark.parametrize("name", ["step_atan", "sign_clipped_ste", "floor_smooth", "sigmoid_identity"])
+def test_backprop_line_is_the_gradienttape_gradient(name):
+    figure = plot_derivatives(name, x_range=(-2, 2), n_points=201)
+    assert isinstance(figure, Figure) and len(figure.axes) == 2
+    x, y = line(figure, "backprop")
+    keep = np.isfinite(y)
+    assert keep.sum() >= 199  # at most a couple of breaks at the derivative's own jumps
+    np.testing.assert_allclose(y[keep], tape_gradient(SURROGATES[name], x[keep]), rtol=1e-6, atol=1e-7)
+
+
+def test_backprop_line_is_measured_not_copied_from_the_formula():
+    # A surrogate whose derivative function lies about itself can't exist, so check the other
+    # way: for a plain callable (no formula at all) the line is still autodiff's answer.
+    figure = plot_derivatives(lambda x: x * keras.ops.abs(x), x_range=(-1, 1), n_points=101)
+    x, y = line(figure, "backprop")
+    np.testing.assert_allclose(y, 2 * np.abs(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, jumps", [("floor_ste", 4), ("round_ste", 4), ("sign_ste", 2)])
+def test_forward_line_never_joins_two_steps(name, jumps):
+    figure = plot_derivatives(name, x_range=(-2, 2), n_points=401)
+    x, y = line(figure, "forward")
+    assert np.isnan(y).sum() == jumps  # floor: at -1, 0, 1, 2; round: at +-0.5, +-1.5; sign: both sides of 0
+    finite_neighbours = np.isfinite(y[:-1]) & np.isfinite(y[1:])
+    assert np.all(np.abs(np.diff(y)[finite_neighbours]) < 1e-6)  # every drawn segment is flat
+    assert np.nanmax(y) - np.nanmin(y) >= 2  # and the steps are all still there
+
+
+def test_continuous_forward_is_one_unbroken_line():
+    x, y = line(plot_derivatives("sigmoid_identity", n_points=201), "forward")
+    assert not np.isnan(y).any() and len(y) == 201
+
+
+def test_true_derivative_marks_none_and_the_legend_uses_latex():
+    figure = plot_derivatives("step_fast_sigmoid", n_points=101)
+    labels = [text.get_text() for ax in figure.axes for text in ax.get_legend().get_texts()]
+    assert any("None" in label for label in labels)
+    assert any(SURROGATES["step_fast_sigmoid"].formula in label for label in labels)
+    _, true = line(figure, "true_derivative")
+    assert np.all(true[np.isfinite(true)] == 0)
+
+
+def test_finite_difference_is_off_the_scale_at_jumps_and_right_elsewhere():
+    figure = plot_derivatives("sigmoid_identity", n_points=201)
+    x, fd = line(figure, "finite_difference")
+    s = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(fd, s * (1 - s), rtol=1e-2, atol=1e-3)
+    figure = plot_derivatives("floor_ste", n_points=201)
+    x_off, _ = line(figure, "finite_difference_off_scale")
+    assert np.all(np.min(np.abs(x_off[:, None] - np.arange(-2, 3)[None, :]), axis=1) < 0.03)
+
+
+def test_accepts_a_pair_an_object_and_given_axes():
+    pair = (keras.ops.floor, lambda x: keras.ops.ones_like(x) * 0.5)
+    x, y = line(plot_derivatives(pair, n_points=51), "backprop")
+    np.testing.assert_array_equal(y, 0.5)
+    figure = Figure()
+    ax = figure.subplots()
+    assert plot_derivatives(SURROGATES["step_atan"].with_params(alpha=8), ax=ax, n_points=51) is figure
+    assert [ln.get_gid() for ln in ax.get_lines()].count("backprop") == 1
+    axes = Figure().subplots(1, 2)
+    assert plot_derivatives("round_ste", axes=axes, n_points=51) is axes[0].figure
+
+
+def test_bad_arguments_are_value_errors():
+    with pytest.raises(ValueError, match="sign_ste"):
+        plot_derivatives("no_such_thing")
+    with pytest.raises(ValueError, match="x_range"):
+        plot_derivatives("sign_ste", x_range=(2, -2))
+    with pytest.raises(ValueError, match="n_points"):
+        plot_derivatives("sign_ste", n_points=1)
+
+
+def test_plotting_leaves_matplotlib_alone_and_renders():
+    # Every formula is typeset in test_surrogates.py; here three whole figures become PNGs.
+    rc = dict(matplotlib.rcParams)
+    for name in ("sign_swish", "floor_smooth", SURROGATES["cast_int_ste"].with_params(scale=4)):
+        figure = plot_derivatives(name, n_points=51)
+        assert figure._repr_png_().startswith(b"\x89PNG")  # every LaTeX legend typesets
+    assert dict(matplotlib.rcParams) == rc
+    assert "matplotlib.pyplot" not in __import__("sys").modules or matplotlib.pyplot.get_fignums() == []
+
+
+# --- the explorer ------------------------------------------------------------------------
+
+def test_explorer_builds_and_redraws_when_a_slider_moves():
+    explorer = explore_surrogates(n_points=101, start="step_atan")
+    assert "workbook-explorer" in explorer._dom_classes
+    assert "workbook-explorer-plot" in explorer.image._dom_classes
+    assert explorer.dropdown.value == "step_atan" and set(explorer.sliders) == {"alpha"}
+    before = bytes(explorer.image.value)
+    assert before.startswith(b"\x89PNG")
+    explorer.sliders["alpha"].value = 6.0
+    assert bytes(explorer.image.value) != before
+    assert explorer.current.params == {"alpha": 6.0}
+    explorer.dropdown.value = "floor_smooth"
+    assert set(explorer.sliders) == {"depth"} and explorer.slider_box.children[0] is explorer.sliders["depth"]
+
+
+def test_explorer_takes_your_own_pair_and_reports_its_errors():
+    mine = (keras.ops.sign, lambda x: 1 / keras.ops.square(1 + keras.ops.abs(x)))
+    explorer = explore_surrogates(custom={"mine": mine, "broken": (keras.ops.sign, lambda x: 1 / 0)},
+                                  n_points=51)
+    assert explorer.dropdown.value == "mine" and explorer.sliders == {}
+    assert bytes(explorer.image.value).startswith(b"\x89PNG")
+    explorer.dropdown.value = "broken"
+    assert "ZeroDivisionError" in explorer.status.value
+    with pytest.raises(ValueError, match="custom"):
+        explore_surrogates(custom={"bad": 3})
+
+
+# --- check_surrogate ---------------------------------------------------------------------
+
+def fast_sigmoid(x):
+    return 1 / keras.ops.square(1 + 25 * keras.ops.abs(x))
+
+
+def test_check_surrogate_passes_a_right_answer(capsys):
+    assert check_surrogate(surrogate(keras.ops.sign, fast_sigmoid), keras.ops.sign, fast_sigmoid) is True
+    assert "passes" in capsys.readouterr().out
+
+
+def test_check_surrogate_fails_a_wrong_answer_and_names_the_worst_input(capsys):
+    wrong = surrogate(keras.ops.sign, keras.ops.ones_like)  # straight-through, not fast sigmoid
+    assert check_surrogate(wrong, keras.ops.sign, fast_sigmoid, x_range=(-1, 1)) is False
+    out = capsys.readouterr().out
+    # the worst mismatch is where 1 and 1/(1+25|x|)^2 differ most: at the edge of the range
+    worst = float(out.split("Worst at x = ")[1].split(":")[0])
+    assert abs(worst) > 0.99 and "expected" in out and "got 1" in out
+
+
+def test_check_surrogate_survives_a_function_that_raises_or_has_no_gradient(capsys):
+    def broken(x):
+        raise RuntimeError("I am not finished")
+
+    assert check_surrogate(broken, keras.ops.sign, fast_sigmoid) is False
+    assert "I am not finished" in capsys.readouterr().out
+    assert check_surrogate(keras.ops.floor, keras.ops.floor, keras.ops.ones_like) is False
+    assert "None" in capsys.readouterr().out
+    assert check_surrogate(lambda x: keras.ops.round(x) + 1, keras.ops.round, keras.ops.ones_like) is False
+    assert "differs from forward" in capsys.readouterr().out

@@ -1,0 +1,129 @@
+"""Self-checks students run on their own answers: a verdict, never a traceback.
+
+Introduced in 01_forward_and_backward.ipynb (:func:`check_surrogate`).
+"""
+
+import numbers
+
+import numpy as np
+
+__all__ = ["check_surrogate"]
+
+
+def check_surrogate(fn, forward, derivative, x_range=(-3, 3), n_points=601, n_samples=400,
+                    dtype="float32", rtol=1e-4, atol=1e-5, seed=0):
+    """Check that ``fn`` forwards ``forward(x)`` and backpropagates ``derivative(x)``.
+
+    Introduced in 01_forward_and_backward.ipynb. ``fn`` is evaluated on a grid and at
+    random points in ``x_range``, skipping points next to a jump of ``forward`` (where
+    neither value is meaningful); its GradientTape gradient is compared with
+    ``derivative(x)``. Prints a verdict with the worst mismatch (input, expected, got).
+
+    Parameters
+    ----------
+    fn : callable
+        Your function, e.g. ``workbook.surrogate(...)`` or your own ``tf.custom_gradient``.
+    forward, derivative : callable
+        What ``fn(x)`` should return, and the derivative backprop should use.
+    x_range : (float, float)
+        Where to test.
+    n_points, n_samples : int
+        Grid points and extra random points.
+    dtype : str
+        The float dtype of the test inputs.
+    rtol, atol : float
+        How close counts as equal.
+    seed : int
+        For the random points.
+
+    Returns
+    -------
+    bool
+        True if both the values and the gradient match everywhere tested.
+    """
+    import tensorflow as tf
+
+    if not (isinstance(x_range, (tuple, list)) and len(x_range) == 2 and x_range[0] < x_range[1]):
+        raise ValueError(f"x_range={x_range!r} must be a pair (low, high) with low < high.")
+    x = _inputs(x_range, n_points, n_samples, seed)
+    name = getattr(fn, "name", None) or getattr(fn, "__name__", "fn")
+    try:
+        x = _away_from_jumps(tf, forward, x, dtype, x_range)
+        expected_y = _numpy(forward(tf.constant(x, dtype=dtype)), x.shape)
+        expected_d = _numpy(derivative(tf.constant(x, dtype=dtype)), x.shape)
+    except Exception as error:
+        print(f"✗ Could not evaluate the reference forward/derivative: {type(error).__name__}: {error}")
+        return False
+    xt = tf.constant(x, dtype=dtype)
+    try:
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            y = fn(xt)
+        grad = tape.gradient(y, xt)
+        got_y = _numpy(y, x.shape)
+    except Exception as error:
+        print(f"✗ {name} raised {type(error).__name__} on {len(x)} inputs in {list(x_range)}:\n  {error}")
+        return False
+    if not _report(f"{name}(x)", "forward(x)", x, expected_y, got_y, rtol, atol):
+        return False
+    if grad is None:
+        print(f"✗ {name}(x) has no gradient at all (TensorFlow gives None): backprop stops inside "
+              f"{name}. Wrap the forward so that its gradient is replaced, e.g. with "
+              f"workbook.surrogate(forward, derivative) or tf.custom_gradient.")
+        return False
+    got_d = _numpy(grad, x.shape)
+    if not _report(f"the gradient of {name}", "derivative(x)", x, expected_d, got_d, rtol, atol):
+        if np.allclose(got_d, 0):
+            print("  The gradient is 0 everywhere: backprop used the forward's own derivative.")
+        elif np.allclose(got_d, 1):
+            print("  The gradient is 1 everywhere: a straight-through estimator, not your derivative.")
+        return False
+    worst = max(np.abs(got_y - expected_y).max(), np.abs(got_d - expected_d).max())
+    print(f"✓ {name} passes: at {len(x):,} inputs in {list(x_range)} it returns forward(x) and "
+          f"backprop uses derivative(x) (largest difference {worst:.2g}).")
+    return True
+
+
+def _inputs(x_range, n_points, n_samples, seed):
+    low, high = float(x_range[0]), float(x_range[1])
+    step = (high - low) / max(n_points - 1, 1)
+    # An irrational offset keeps the grid off integers and half-integers, where steps jump.
+    grid = np.linspace(low, high, n_points) + step * (np.sqrt(2) - 1) / 2
+    grid = grid[grid <= high]
+    rng = np.random.default_rng(seed)
+    return np.concatenate([grid, rng.uniform(low, high, n_samples)])
+
+
+def _away_from_jumps(tf, forward, x, dtype, x_range):
+    """``x`` without the points within a tiny distance of a jump of ``forward``."""
+    delta = 1e-4 * max(1.0, float(x_range[1] - x_range[0]))
+    xt = tf.constant(x, dtype=dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        y = forward(xt)
+    slope = tape.gradient(y, xt)
+    slope = np.zeros_like(x) if slope is None else np.abs(_numpy(slope, x.shape))
+    above = _numpy(forward(tf.constant(x + delta, dtype=dtype)), x.shape)
+    below = _numpy(forward(tf.constant(x - delta, dtype=dtype)), x.shape)
+    smooth = np.abs(above - below) <= 2 * delta * 10 * (1 + slope)
+    return x[smooth]
+
+
+def _numpy(value, shape):
+    if isinstance(value, numbers.Real):
+        return np.full(shape, float(value))
+    array = np.asarray(value, dtype=float)
+    if array.shape != shape:
+        raise ValueError(f"expected a result of shape {shape}, got shape {array.shape}")
+    return array
+
+
+def _report(what, reference, x, expected, got, rtol, atol):
+    bad = ~np.isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return True
+    difference = np.nan_to_num(np.where(bad, np.abs(got - expected), -1), nan=np.inf)
+    i = int(np.argmax(difference))
+    print(f"✗ {what} differs from {reference} at {int(bad.sum()):,} of {len(x):,} inputs.\n"
+          f"  Worst at x = {x[i]:.6g}: expected {expected[i]:.6g}, got {got[i]:.6g}.")
+    return False

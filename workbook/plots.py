@@ -1,0 +1,226 @@
+"""Forward next to the derivatives: true, finite-difference and the one backprop uses.
+
+Introduced in 01_forward_and_backward.ipynb and used for every entry of the catalog
+in 02_surrogate_zoo.ipynb. Figures are built with ``matplotlib.figure.Figure``
+(not pyplot), so nothing global changes, no window opens, and a figure returned
+as a cell's last value is shown exactly once.
+"""
+
+import io
+import numbers
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from .surrogates import SURROGATES, SurrogateGradient, surrogate
+
+__all__ = ["plot_derivatives", "DerivativeFigure", "figure_png"]
+
+_COLORS = {"forward": "#1f77b4", "backprop": "#d62728", "true": "#555555", "fd": "#2ca02c"}
+
+
+class DerivativeFigure(Figure):
+    """A matplotlib Figure that notebooks display as a PNG even without pyplot."""
+
+    def _repr_png_(self):
+        return figure_png(self)
+
+
+def figure_png(figure, dpi=90):
+    """The figure as PNG bytes (what the explorer puts in its image)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+def resolve(fn_or_name):
+    """(callable, SurrogateGradient or None) from a catalog key, an object, a pair or a callable."""
+    if isinstance(fn_or_name, str):
+        if fn_or_name not in SURROGATES:
+            raise ValueError(
+                f"fn_or_name={fn_or_name!r} is not in the catalog; use one of: "
+                f"{', '.join(sorted(SURROGATES))}.")
+        fn_or_name = SURROGATES[fn_or_name]
+    if isinstance(fn_or_name, tuple) and len(fn_or_name) == 2 and all(map(callable, fn_or_name)):
+        fn_or_name = surrogate(*fn_or_name)
+    if isinstance(fn_or_name, SurrogateGradient):
+        return fn_or_name, fn_or_name
+    if callable(fn_or_name):
+        return fn_or_name, None
+    raise ValueError(
+        f"fn_or_name={fn_or_name!r} must be a catalog key (e.g. 'sign_ste'), an object from "
+        f"workbook.SURROGATES, a (forward, derivative) pair of functions, or a callable.")
+
+
+def _check_range(x_range, n_points):
+    ok = (isinstance(x_range, (tuple, list)) and len(x_range) == 2
+          and all(isinstance(v, numbers.Real) and np.isfinite(v) for v in x_range)
+          and x_range[0] < x_range[1])
+    if not ok:
+        raise ValueError(f"x_range={x_range!r} must be two finite numbers (low, high) with low < high.")
+    whole = isinstance(n_points, numbers.Integral) and not isinstance(n_points, bool)
+    if not whole or not 3 <= n_points <= 100_000:
+        raise ValueError(f"n_points={n_points!r} must be a whole number from 3 to 100000.")
+
+
+def measure(fn_or_name, x_range=(-2, 2), n_points=401, dtype="float32"):
+    """Everything the plot draws, as NumPy arrays, measured (not copied from formulas).
+
+    Returns a dict with ``x``, ``forward`` (through ``fn``), ``backprop`` (GradientTape
+    gradient through ``fn``), ``backprop_is_none``, ``true`` and ``true_is_none`` (autodiff
+    of the forward alone; None if unknown), ``finite_difference`` and ``h``.
+    """
+    import tensorflow as tf
+
+    _check_range(x_range, n_points)
+    fn, known = resolve(fn_or_name)
+    x = tf.constant(np.linspace(x_range[0], x_range[1], n_points), dtype=dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    backprop = tape.gradient(y, x)
+    forward = known.forward if known is not None else fn
+    result = {"x": x.numpy().astype(float), "forward": np.asarray(y, dtype=float),
+              "backprop_is_none": backprop is None, "true": None, "true_is_none": None}
+    result["backprop"] = np.zeros(n_points) if backprop is None else np.asarray(backprop, dtype=float)
+    if known is not None:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y_plain = known.forward(x)
+        true = tape.gradient(y_plain, x)
+        result["true_is_none"] = true is None
+        result["true"] = np.zeros(n_points) if true is None else np.asarray(true, dtype=float)
+    # Half a grid step: every jump then shows up as a spike of height jump / step.
+    h = (x_range[1] - x_range[0]) / (n_points - 1) / 2
+    above = np.asarray(forward(tf.constant(result["x"] + h, dtype=dtype)), dtype=float)
+    below = np.asarray(forward(tf.constant(result["x"] - h, dtype=dtype)), dtype=float)
+    result["finite_difference"], result["h"] = (above - below) / (2 * h), h
+    return result
+
+
+def break_at_jumps(x, y, slope=None):
+    """Copies of ``x``, ``y`` with NaN inserted at every jump, so no line joins two steps.
+
+    A jump is a change bigger than the local slope can explain (``slope``: the derivative at
+    each point, if known), or a change between two flat stretches.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    dx, dy = np.diff(x), np.abs(np.diff(y))
+    if slope is not None:
+        s = np.abs(np.asarray(slope, dtype=float))
+        jumps = dy > 4 * dx * np.maximum(1.0, np.maximum(s[:-1], s[1:]))
+    else:
+        flat = np.concatenate([[True], dy < 1e-6 * (1 + np.abs(y[1:])), [True]])
+        jumps = (dy > 1e-3 * (1 + np.nanmax(np.abs(y)))) & flat[:-2] & flat[2:]
+    where = np.flatnonzero(jumps) + 1
+    return np.insert(x, where, np.nan), np.insert(y, where, np.nan)
+
+
+def _isolated(x, y):
+    """Points with NaN on both sides (e.g. sign(0) = 0), drawn as dots."""
+    finite = np.isfinite(y)
+    left = np.concatenate([[False], finite[:-1]])
+    right = np.concatenate([finite[1:], [False]])
+    alone = finite & ~left & ~right
+    return x[alone], y[alone]
+
+
+def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=None,
+                     dtype="float32", title=None):
+    """Plot a forward and, beside it, the derivatives: true, finite-difference, backprop.
+
+    Introduced in 01_forward_and_backward.ipynb.
+
+    Parameters
+    ----------
+    fn_or_name : str, SurrogateGradient, (forward, derivative) or callable
+        A catalog key such as ``"sign_ste"``, an object from ``workbook.SURROGATES``, a
+        pair of your own functions, or any callable (then only what backprop does is known).
+    x_range : (float, float)
+        The inputs plotted.
+    n_points : int
+        How many inputs, evenly spaced.
+    ax : matplotlib Axes, optional
+        Draw only the derivative panel, here (handy for a grid of surrogates).
+    axes : pair of matplotlib Axes, optional
+        Draw the forward in ``axes[0]`` and the derivatives in ``axes[1]``.
+    dtype : str
+        The float dtype the functions are evaluated in.
+    title : str, optional
+        Defaults to the surrogate's name.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        A new figure, or the one ``ax``/``axes`` belong to. The backprop curve is the
+        GradientTape gradient through ``fn``, measured, not drawn from the formula.
+    """
+    if ax is not None and axes is not None:
+        raise ValueError("Pass ax=... (derivative panel only) or axes=(ax1, ax2), not both.")
+    if axes is not None and len(axes) != 2:
+        raise ValueError(f"axes must be a pair (forward axes, derivative axes); got {len(axes)} axes.")
+    fn, known = resolve(fn_or_name)
+    data = measure(fn, x_range, n_points, dtype)
+    name = title or (known.name if known is not None else getattr(fn, "__name__", "fn"))
+    if ax is not None:
+        figure, (ax_forward, ax_derivative) = ax.figure, (None, ax)
+    elif axes is not None:
+        figure, (ax_forward, ax_derivative) = axes[0].figure, tuple(axes)
+    else:
+        figure = DerivativeFigure(figsize=(10, 4.4))
+        figure.subplots_adjust(left=0.06, right=0.98, top=0.92, bottom=0.33, wspace=0.2)
+        ax_forward, ax_derivative = figure.subplots(1, 2)
+    x = data["x"]
+    slope = data["true"] if data["true"] is not None else data["backprop"]
+    if ax_forward is not None:
+        label = "forward: " + (known.forward_formula if known is not None else name)
+        line_x, line_y = break_at_jumps(x, data["forward"], slope)
+        ax_forward.plot(line_x, line_y, color=_COLORS["forward"], lw=2, label=label, gid="forward")
+        ax_forward.plot(*_isolated(line_x, line_y), "o", ms=3, color=_COLORS["forward"],
+                        gid="forward_points")
+        ax_forward.set(xlabel="x", title=f"{name}: forward")
+        _legend_below(ax_forward)
+        ax_forward.grid(alpha=0.3)
+    _draw_derivatives(ax_derivative, data, known, name)
+    return figure
+
+
+def _draw_derivatives(ax, data, known, name):
+    x = data["x"]
+    if data["true"] is not None:
+        if data["true_is_none"]:
+            label, style = "autodiff of forward: None (no gradient at all)", ":"
+        elif not np.any(data["true"]):
+            label, style = "autodiff of forward: 0 everywhere here", "--"
+        else:
+            label, style = "autodiff of forward alone", "--"
+        ax.plot(*break_at_jumps(x, data["true"]), style, color=_COLORS["true"], lw=2, label=label,
+                gid="true_derivative")
+    finite = data["backprop"][np.isfinite(data["backprop"])]
+    if data["true"] is not None:
+        finite = np.concatenate([finite, data["true"]])
+    low, high = min(0.0, finite.min(initial=0.0)), max(1.0, finite.max(initial=1.0))
+    pad = 0.1 * (high - low)
+    low, high = low - pad, high + pad
+    fd = data["finite_difference"]
+    inside = (fd >= low) & (fd <= high)
+    ax.plot(x[inside], fd[inside], ".", ms=3, color=_COLORS["fd"],
+            label="finite difference of forward", gid="finite_difference")
+    if np.any(~inside):
+        # Spikes at the jumps: honest, but off any useful scale, so mark them at the edge.
+        ax.plot(x[~inside], np.where(fd[~inside] > high, high, low), "^", ms=5, color=_COLORS["fd"],
+                alpha=0.6, label=f"finite difference off the scale (jumps, up to {np.abs(fd).max():.3g})",
+                gid="finite_difference_off_scale")
+    label = "backprop uses: " + (known.formula if known is not None else f"gradient of {name}")
+    if data["backprop_is_none"]:
+        label = f"backprop through {name}: None (no gradient)"
+    ax.plot(*break_at_jumps(x, data["backprop"]), color=_COLORS["backprop"], lw=2, label=label,
+            gid="backprop", zorder=3)
+    ax.set(xlabel="x", ylim=(low, high), title=f"{name}: derivatives")
+    ax.axhline(0, color="black", lw=0.5)
+    _legend_below(ax)
+    ax.grid(alpha=0.3)
+
+
+def _legend_below(ax):
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=9, frameon=False)
