@@ -166,3 +166,12 @@ def test_check_surrogate_survives_a_function_that_raises_or_has_no_gradient(caps
     assert "None" in capsys.readouterr().out
     assert check_surrogate(lambda x: keras.ops.round(x) + 1, keras.ops.round, keras.ops.ones_like) is False
     assert "differs from forward" in capsys.readouterr().out
+
+
+def test_check_surrogate_takes_a_numpy_reference(capsys):
+    """The most independent reference a student can write is plain NumPy."""
+    numpy_round = lambda x: np.round(np.asarray(x))  # noqa: E731 - the reference as a student writes it
+    numpy_one = lambda x: np.ones_like(np.asarray(x))  # noqa: E731
+    assert check_surrogate(surrogate(keras.ops.round, keras.ops.ones_like), numpy_round, numpy_one) is True
+    assert check_surrogate(surrogate(keras.ops.floor, keras.ops.ones_like), numpy_round, numpy_one) is False
+    assert "Worst at x" in capsys.readouterr().out
