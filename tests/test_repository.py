@@ -1,0 +1,248 @@
+"""The front door: README, Binder files, the start notebook's contents, requirements.
+
+Fast checks that need no TensorFlow: they catch a Binder badge pointing at a
+deleted notebook, a new notebook nobody listed, and Binder pins drifting away
+from the ones `make lab` installs.
+"""
+
+import os
+import pathlib
+import re
+import stat
+import subprocess
+import urllib.parse
+
+import nbformat
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+import workbook
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+README = ROOT / "README.md"
+START = NOTEBOOKS / "00_start_here.ipynb"
+ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+# [text](target) or [text](target "title"); images ![..](..) match too.
+MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+FENCED_CODE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+
+
+def links(markdown):
+    """Every link target in `markdown`, code blocks left out."""
+    return MARKDOWN_LINK.findall(FENCED_CODE.sub("", markdown))
+
+
+def relative_links(markdown):
+    """Link targets that point into the repository (no scheme, not a bare #anchor), anchors cut off."""
+    targets = []
+    for target in links(markdown):
+        parsed = urllib.parse.urlparse(target)
+        if parsed.scheme or parsed.netloc or target.startswith("#"):
+            continue
+        targets.append(urllib.parse.unquote(parsed.path))
+    return targets
+
+
+def start_notebook_markdown():
+    notebook = nbformat.read(START, as_version=4)
+    return "\n\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+
+
+def requirement_set(path):
+    """The requirements in a pip requirements file, normalized: comments, blanks and spacing ignored."""
+    found = set()
+    for line in path.read_text().splitlines():
+        line = re.sub(r"(^|\s)#.*", "", line).strip()
+        if not line:
+            continue
+        if line.startswith("-"):
+            found.add(" ".join(line.split()))
+            continue
+        requirement = Requirement(line)
+        found.add((
+            canonicalize_name(requirement.name),
+            tuple(sorted(requirement.extras)),
+            str(requirement.specifier),
+            str(requirement.marker) if requirement.marker else "",
+        ))
+    return found
+
+
+def requirements_by_name(path):
+    requirements = {}
+    for line in path.read_text().splitlines():
+        line = re.sub(r"(^|\s)#.*", "", line).strip()
+        if line and not line.startswith("-"):
+            requirement = Requirement(line)
+            requirements.setdefault(canonicalize_name(requirement.name), []).append(requirement)
+    return requirements
+
+
+# --- Binder ------------------------------------------------------------------
+
+
+def test_binder_installs_the_same_requirements_as_make_lab():
+    ours, binders = requirement_set(ROOT / "requirements.txt"), requirement_set(ROOT / "binder" / "requirements.txt")
+    assert ours, "requirements.txt names no packages"
+    assert binders == ours, (
+        "binder/requirements.txt must name the same packages and pins as requirements.txt; "
+        f"only in requirements.txt: {sorted(map(str, ours - binders))}; "
+        f"only in binder/requirements.txt: {sorted(map(str, binders - ours))}"
+    )
+
+
+def test_binder_requirements_are_self_contained():
+    # Binder installs binder/requirements.txt before it copies the rest of the
+    # repository (so the layer is cached); a reference to another file would break there.
+    options = [line for line in (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+               if line.strip().startswith("-")]
+    assert not options, f"binder/requirements.txt must not refer to other files: {options}"
+
+
+def test_binder_runtime_is_python_311():
+    assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
+
+
+def test_postbuild_is_an_executable_strict_bash_script():
+    post_build = ROOT / "binder" / "postBuild"
+    text = post_build.read_text()
+    assert text.startswith("#!/bin/bash\n") or text.startswith("#!/usr/bin/env bash\n"), "postBuild needs a bash shebang"
+    assert "set -euo pipefail" in text
+    assert post_build.stat().st_mode & stat.S_IXUSR, "postBuild must be executable (chmod +x binder/postBuild)"
+    subprocess.run(["bash", "-n", str(post_build)], check=True)
+
+
+def test_postbuild_installs_the_package_and_survives_a_failed_download(tmp_path):
+    # Stand-ins for pip and python: pip records its arguments, python fails the way
+    # an MNIST download without a network does. postBuild must still succeed.
+    calls = tmp_path / "pip-calls"
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "pip").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n')
+    (fake_bin / "python").write_text("#!/bin/sh\necho 'URLError: no network' >&2\nexit 1\n")
+    for tool in fake_bin.iterdir():
+        tool.chmod(0o755)
+    run = subprocess.run(
+        [str(ROOT / "binder" / "postBuild")],
+        env={"PATH": f"{fake_bin}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(tmp_path)},
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0, f"postBuild failed when the download failed:\n{run.stdout}\n{run.stderr}"
+    assert calls.read_text().split() == ["install", "--no-deps", "-e", "."]
+    assert "bundled" in run.stdout, "postBuild should say the bundled digits will be used"
+
+
+# --- README and the start notebook ---------------------------------------------
+
+
+def test_readme_binder_badge_opens_an_existing_notebook():
+    readme = README.read_text()
+    badge = re.search(r"\[!\[[^\]]*\]\(https://mybinder\.org/badge_logo\.svg\)\]\((https://mybinder\.org/v2/gh/[^)\s]+)\)", readme)
+    assert badge, "README needs a Binder badge: [![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/...)"
+    urlpath = urllib.parse.parse_qs(urllib.parse.urlparse(badge.group(1)).query).get("urlpath", [""])[0]
+    assert urlpath.startswith("lab/tree/"), f"the badge should open JupyterLab (urlpath=lab/tree/...), got {urlpath!r}"
+    target = ROOT / urlpath.removeprefix("lab/tree/")
+    assert target.is_file(), f"the Binder badge opens {target.relative_to(ROOT)}, which does not exist"
+
+
+@pytest.mark.parametrize("document", ["README.md", "notebooks/00_start_here.ipynb"])
+def test_relative_links_point_to_existing_files(document):
+    if document.endswith(".ipynb"):
+        markdown, base = start_notebook_markdown(), NOTEBOOKS
+    else:
+        markdown, base = README.read_text(), ROOT
+    targets = relative_links(markdown)
+    assert targets, f"{document} has no relative links; its notebook table is missing"
+    broken = [target for target in targets if not (base / target).exists()]
+    assert not broken, f"{document} links to files that do not exist: {broken}"
+
+
+def test_every_notebook_is_in_both_tables_of_contents():
+    assert ALL_NOTEBOOKS, "no notebooks found"
+    in_start = {pathlib.PurePosixPath(target).name for target in relative_links(start_notebook_markdown())
+                if target.endswith(".ipynb")}
+    in_readme = {target for target in relative_links(README.read_text()) if target.endswith(".ipynb")}
+    for path in ALL_NOTEBOOKS:
+        assert path.name in in_start, f"{path.name} is missing from the contents table in 00_start_here.ipynb"
+        assert f"notebooks/{path.name}" in in_readme, f"{path.name} is missing from the notebook table in README.md"
+
+
+def test_readme_shows_how_to_run_it():
+    readme = README.read_text()
+    for command in ("make lab", "make test"):
+        assert command in readme, f"README should show `{command}`"
+
+
+def test_readme_describes_every_public_name_and_no_other():
+    # Names only: `import workbook` is lazy, so this needs no TensorFlow.
+    readme = README.read_text()
+    public = set(workbook.__all__) | set(workbook._SUBMODULES)
+    mentioned = set(re.findall(r"(?<![\w/.-])workbook\.([A-Za-z_]\w*)", readme))
+    assert not (public - mentioned), f"README's helper section should list {sorted(public - mentioned)}"
+    assert not (mentioned - public), f"README mentions names workbook does not export: {sorted(mentioned - public)}"
+
+
+# --- How it is installed and run --------------------------------------------------
+
+
+def test_ci_runs_make_test():
+    commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+                if line.strip() and not line.strip().startswith("#")]
+    assert "make test" in commands
+
+
+@pytest.mark.parametrize("name", ["keras", "jupyterlab", "ipywidgets", "matplotlib", "numpy", "tensorflow", "tensorflow-cpu"])
+def test_requirements_pin_the_teaching_stack_compatibly(name):
+    requirements = requirements_by_name(ROOT / "requirements.txt")
+    assert name in requirements, f"requirements.txt should name {name}"
+    for requirement in requirements[name]:
+        operators = {spec.operator for spec in requirement.specifier}
+        assert operators == {"~="}, f"{requirement} should be pinned with ~= (a compatible release)"
+
+
+@pytest.mark.parametrize(
+    "platform, expected",
+    [
+        ({"sys_platform": "linux", "platform_machine": "x86_64"}, "tensorflow-cpu"),
+        ({"sys_platform": "linux", "platform_machine": "aarch64"}, "tensorflow"),
+        ({"sys_platform": "darwin", "platform_machine": "arm64"}, "tensorflow"),
+        ({"sys_platform": "win32", "platform_machine": "AMD64"}, "tensorflow"),
+    ],
+    ids=["linux-x86_64", "linux-aarch64", "macos-arm64", "windows"],
+)
+def test_exactly_one_tensorflow_wheel_is_chosen_per_platform(platform, expected):
+    requirements = requirements_by_name(ROOT / "requirements.txt")
+    environment = {**default_environment(), **platform}
+    chosen = [
+        canonicalize_name(requirement.name)
+        for name in ("tensorflow", "tensorflow-cpu")
+        for requirement in requirements.get(name, [])
+        if requirement.marker is None or requirement.marker.evaluate(environment)
+    ]
+    assert chosen == [expected]
+
+
+def test_the_cpu_wheel_is_limited_to_x86_64():
+    (cpu,) = requirements_by_name(ROOT / "requirements.txt")["tensorflow-cpu"]
+    assert 'platform_machine == "x86_64"' in str(cpu.marker)
+
+
+# --- Licences and data provenance --------------------------------------------------
+
+
+def test_licence_is_mit():
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_bundled_data_has_its_provenance_beside_it():
+    bundled = ROOT / "workbook" / "bundled"
+    archives = sorted(bundled.glob("*.npz"))
+    assert archives, "no bundled data found"
+    note = (bundled / "README.md").read_text()
+    for archive in archives:
+        assert archive.name in note, f"workbook/bundled/README.md should describe {archive.name}"
+    assert "CC BY-SA" in note and "LeCun" in note
