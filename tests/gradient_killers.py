@@ -210,3 +210,21 @@ CLEAN = [
     matmul, softmax, clip_inside_range, where_with_float_branches, boolean_mask, py_function,
     straight_through_trick, custom_gradient_round, gather_by_argmax,
 ]
+
+
+# --- half-fixed functions: the fix that is already in place is not the culprit ---
+
+def floor_fixed_argmax_not(x):
+    import workbook
+
+    coarse = workbook.SURROGATES["floor_ste"](x * 2.0)  # a correct straight-through fix
+    return ops.one_hot(ops.argmax(coarse, axis=-1), 3)  # culprit: ArgMax integer_output
+
+
+def argmax_fixed_floor_not(x):
+    coarse = ops.floor(x * 2.0)  # culprit: Floor no_gradient
+    hard, soft = ops.one_hot(ops.argmax(coarse, axis=-1), 3), ops.softmax(coarse)
+    return soft + ops.stop_gradient(hard - soft)  # a correct straight-through one-hot
+
+
+CULPRITS += [floor_fixed_argmax_not, argmax_fixed_floor_not]

@@ -148,3 +148,23 @@ def test_bad_target_is_a_clear_error():
         workbook.find_gradient_breaks(42, EXAMPLE)
     with pytest.raises(ValueError, match="example"):
         workbook.find_gradient_breaks(gradient_killers.matmul, object())
+
+
+@pytest.mark.parametrize(
+    "function", [gradient_killers.floor_fixed_argmax_not, gradient_killers.argmax_fixed_floor_not], ids=lambda f: f.__name__
+)
+def test_a_fix_in_place_is_never_reported(function):
+    op_type, _, line = expected_culprit(function)
+    report = workbook.find_gradient_breaks(function, EXAMPLE)
+    assert [(f.op_type, f.line) for f in report.findings] == [(op_type, line)], str(report)
+
+
+def test_an_integer_example_is_named_as_such():
+    report = workbook.find_gradient_breaks(lambda x: x * x, np.array([3, 4]))
+    assert [f.reason for f in report.findings] == ["integer_input"]
+    assert "int64" in report.findings[0].detail
+
+
+def test_an_index_next_to_a_float_input_is_only_a_note():
+    report = workbook.find_gradient_breaks(lambda x, k: tf.gather(x, k, axis=1), (EXAMPLE, np.array([0, 2])))
+    assert report.ok and [n.reason for n in report.notes] == ["integer_input"], str(report)

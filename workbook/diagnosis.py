@@ -238,11 +238,15 @@ def _analyse(call, arguments, inputs, variables, layer_of):
     output_reach = 0
     for tensor in sinks:
         output_reach |= reach.get(tensor.ref(), 0)
-    dead_mask = 0
+    dead_mask = hopeful_mask = 0  # no gradient now / a gradient once the non-deliberate breaks are fixed
     for bit, status in enumerate(sources):
         tensors = source_tensors.get(bit, [])
         best = max((state.get(t.ref(), 0) for t in tensors), default=0)
-        if not output_reach & (1 << bit):
+        if best >= SHADOW:
+            hopeful_mask |= 1 << bit
+        if status.kind == "input" and not _is_float(dict(inputs)[status.name]):
+            status.static = "not a float"
+        elif not output_reach & (1 << bit):
             status.static = "disconnected"
         elif best == ALIVE:
             status.static = "flowing"
@@ -253,13 +257,19 @@ def _analyse(call, arguments, inputs, variables, layer_of):
 
     findings, notes = [], []
     order = {op: i for i, op in enumerate(graph.get_operations())}
-    for (op, reason), (blocked, level) in sorted(candidates.items(), key=lambda item: order.get(item[0][0], 0)):
-        cut = list(dict.fromkeys(sources[bit].owner for bit in range(len(sources)) if blocked & dead_mask & (1 << bit)))
+    for (op, reason), (blocked, level, deliberate) in sorted(candidates.items(), key=lambda item: order.get(item[0][0], 0)):
+        # A deliberate block matters only for sources that no other path could ever reach.
+        matters = dead_mask & ~hopeful_mask if deliberate else dead_mask
+        cut = list(dict.fromkeys(sources[bit].owner for bit in range(len(sources)) if blocked & matters & (1 << bit)))
         finding = Finding.from_op(op, reason, user_frame(op.traceback), cuts=cut)
         (findings if cut and level >= SHADOW else notes).append(finding)
     for bit, status in enumerate(sources):
         if status.static == "disconnected":
             findings.append(Finding.disconnected(status, _output_frame(sinks)))
+        elif status.static == "not a float":
+            # An index or a mask among float inputs is normal; only integers is a mistake.
+            alone = all(s.static == "not a float" for s in sources)
+            (findings if alone else notes).append(Finding.not_float(status, dict(inputs)[status.name].dtype.name))
     return GradientReport(findings=findings, notes=notes, sources=sources)
 
 
@@ -327,10 +337,12 @@ def _backward_walk(graph, sinks, reach):
         if reach.get(tensor.ref(), 0):
             state[tensor.ref()] = max(state.get(tensor.ref(), 0), value)
 
-    def block(op, reason, tensor, level):
-        sources, best = candidates.get((op, reason), (0, 0))
-        candidates[(op, reason)] = (sources | reach.get(tensor.ref(), 0), max(best, level))
-        mark(tensor, min(level, SHADOW))
+    def block(op, reason, tensor, level, deliberate=False):
+        sources, best, _ = candidates.get((op, reason), (0, 0, deliberate))
+        candidates[(op, reason)] = (sources | reach.get(tensor.ref(), 0), max(best, level), deliberate)
+        # Behind a deliberate block (stop_gradient, the forward half of a custom gradient)
+        # no gradient is meant to arrive even once other breaks are fixed: walk on as SELECTOR.
+        mark(tensor, SELECTOR if deliberate else min(level, SHADOW))
 
     with graph.as_default():
         for op in reversed(graph.get_operations()):
@@ -351,7 +363,7 @@ def _backward_walk(graph, sinks, reach):
                 continue
             if op.type in STOP_OPS:
                 for tensor in inputs:
-                    block(op, "stop_gradient", tensor, level)
+                    block(op, "stop_gradient", tensor, level, deliberate=True)
                 continue
             try:
                 gradient_function = tf_ops.get_gradient_function(op)
@@ -371,7 +383,8 @@ def _backward_walk(graph, sinks, reach):
                 elif gradients is None:  # the gradient function failed here: assume it passes
                     mark(tensor, level)
                 elif index >= len(gradients) or gradients[index] is None:
-                    block(op, "no_gradient", tensor, level)
+                    # IdentityN with None is tf.custom_gradient's forward result: cut on purpose.
+                    block(op, "no_gradient", tensor, level, deliberate=op.type == "IdentityN")
                 elif not _depends_on(gradients[index], gradients.upstream, original_ops):
                     block(op, "zero_gradient", tensor, level)
                 else:

@@ -40,6 +40,10 @@ HINTS = {
         "The output does not depend on this input or variable at all (or only on its shape). "
         "Check that the layer is really on the path to the output."
     ),
+    "integer_input": (
+        "Integers carry no gradient: pass a float array (e.g. x.astype('float32')) if you "
+        "want a gradient with respect to this input."
+    ),
     "untraceable": (
         "TensorFlow could not trace this code into a graph, so it cannot differentiate it: "
         "use keras.ops / tf ops instead of numpy or .numpy(), and tf.cond / keras.ops.where "
@@ -67,6 +71,7 @@ REASON_TEXT = {
     "stop_gradient": "stop_gradient",
     "no_gradient_registered": "no gradient registered",
     "disconnected": "output does not depend on it",
+    "integer_input": "input is not a float",
     "untraceable": "cannot be traced",
 }
 
@@ -138,11 +143,32 @@ class Finding:
             f"the output does not depend on {status.label}", [status.label],
         )
 
+    @classmethod
+    def not_float(cls, status, dtype):
+        return cls(
+            "(input)", status.name, "integer_input", None, None, None, HINTS["integer_input"],
+            f"{status.label} is {dtype}", [status.label],
+        )
+
     @property
     def where(self):
         if not self.file:
-            return "(inside Keras/TensorFlow)"
+            return "(the example you passed)" if self.reason == "integer_input" else "(inside Keras/TensorFlow)"
+        cell = _notebook_cell(self.file)
+        if cell is not None:
+            return f"cell In[{cell}], line {self.line}"
         return f"{os.path.basename(self.file)}:{self.line}"
+
+
+def _notebook_cell(filename):
+    """The execution count of the notebook cell compiled to ``filename``, as IPython's tracebacks show it."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        return shell.compile._filename_map.get(filename) if shell is not None else None
+    except (ImportError, AttributeError):
+        return None
 
 
 def untraceable_finding(error, tb, cuts=()):
