@@ -1,0 +1,70 @@
+"""Cost of GradientNormMonitor on the lab's autoencoder (target at most 1.05x, 1.10x acceptable).
+
+Compared, one epoch of ``fit`` each, interleaved in one run: no monitor; the
+monitor recording every batch and every 10th; and the callback students
+usually write first, which takes a second GradientTape pass over a batch after
+every step.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import workbook
+from ab import interleaved, ratio_cell
+
+
+class TapeNormCallback(keras.callbacks.Callback):
+    """The hand-written way: after each step, a second forward and backward pass on a batch."""
+
+    def __init__(self, x_batch):
+        super().__init__()
+        self.x_batch = x_batch
+        self.norms = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        with tf.GradientTape() as tape:
+            reconstruction = self.model(self.x_batch, training=True)
+            loss = tf.reduce_mean(tf.square(reconstruction - self.x_batch))
+        variables = self.model.trainable_variables
+        gradients = tape.gradient(loss, variables)
+        self.norms.append([float(tf.norm(g)) for g in gradients if g is not None])
+
+
+def main(n_train=4000, batch_size=64, pairs=5):
+    (x_train, _), _ = workbook.load_mnist(n_train=n_train, n_test=100, source="bundled")
+    x_batch = tf.constant(x_train[:batch_size])
+
+    def variant(callback_factory):
+        model = workbook.autoencoder(seed=0)
+        callback = callback_factory()  # one per model, reused: steps continue, the traced step is kept
+
+        def epoch():
+            model.fit(x_train, x_train, epochs=1, batch_size=batch_size, verbose=0,
+                      callbacks=[callback] if callback else None)
+        return epoch
+
+    keras.utils.set_random_seed(0)
+    baseline = variant(lambda: None)
+    variants = {
+        "GradientNormMonitor(every=1)": variant(lambda: workbook.GradientNormMonitor(every=1, live=False)),
+        "GradientNormMonitor(every=10)": variant(lambda: workbook.GradientNormMonitor(every=10, live=False)),
+        "extra GradientTape per batch": variant(lambda: TapeNormCallback(x_batch)),
+    }
+    results = interleaved(baseline, variants, pairs=pairs)
+    rows = ["| callback | CPU time ratio, median (min–max) | wall time ratio, median (min–max) | CPU s / epoch |",
+            "|---|---|---|---|"]
+    for name in variants:
+        r = results[name]
+        rows.append(f"| {name} | {ratio_cell(r['cpu'])} | {ratio_cell(r['wall'])} | {r['cpu_seconds']:.1f} |")
+    steps = int(np.ceil(n_train / batch_size))
+    return (
+        f"## Gradient-norm monitor overhead\n\nOne epoch of `fit` ({n_train} bundled images, batch {batch_size}, "
+        f"{steps} steps) with each callback against the same `fit` without one, {pairs} interleaved rounds "
+        f"after a warm-up; without a callback: {results['baseline']['cpu_seconds']:.1f} CPU s per epoch. "
+        "Target at most 1.05x (1.10x acceptable).\n\n" + "\n".join(rows) + "\n"
+    )
+
+
+if __name__ == "__main__":
+    print(main())

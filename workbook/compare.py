@@ -1,0 +1,152 @@
+"""Train the lab's autoencoder with several bottlenecks and put them side by side.
+
+Introduced in 04_autoencoder_lab.ipynb.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class BottleneckRun:
+    """One trained variant of :func:`compare_bottlenecks`.
+
+    Attributes
+    ----------
+    label : str
+    model : keras.Model
+    history : dict
+        Keras's ``History.history``: ``{"loss": [...], "val_loss": [...]}``, one value per epoch.
+    gradients : GradientNormHistory
+        What the :class:`~workbook.GradientNormMonitor` recorded.
+    test_mse : float
+        Mean squared reconstruction error on ``x_test`` after training.
+    """
+
+    label: str
+    model: object = field(repr=False)
+    history: dict
+    gradients: object
+    test_mse: float
+
+
+def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_size=64, seed=0,
+                        live=False, every=5, x_train=None, x_test=None, source="auto", show=True):
+    """Train one autoencoder per bottleneck on the same data and seed; show and return the results.
+
+    Introduced in 04_autoencoder_lab.ipynb.
+
+    Parameters
+    ----------
+    bottlenecks : dict
+        ``{label: bottleneck}``, each bottleneck anything :func:`workbook.autoencoder` accepts.
+    epochs, batch_size : int
+        Passed to ``model.fit``.
+    n_train, n_test : int
+        How many images :func:`workbook.load_mnist` loads (ignored when `x_train`
+        and `x_test` are given).
+    seed : int
+        Same data, same shuffling and same initial weights for every variant.
+    live : bool
+        Show each variant's live gradient-norm plot while it trains (in a notebook).
+    every : int
+        Record the gradient norms every `every` batches.
+    x_train, x_test : numpy.ndarray, optional
+        Images already loaded, shaped (n, 28, 28, 1).
+    source : str
+        Passed to :func:`workbook.load_mnist`.
+    show : bool
+        Display the three figures in a notebook (nothing is shown elsewhere).
+
+    Returns
+    -------
+    dict
+        ``{label: BottleneckRun}``, in the order given.
+    """
+    if not isinstance(bottlenecks, dict) or not bottlenecks:
+        raise ValueError(
+            f"bottlenecks={bottlenecks!r} must be a non-empty dict of label -> bottleneck, "
+            "e.g. {'identity': None, 'cast_int_ste': 'cast_int_ste'}.")
+    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("every", every)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a whole number of at least 1.")
+    if (x_train is None) != (x_test is None):
+        raise ValueError("Give both x_train and x_test, or neither (then they are loaded).")
+
+    import keras
+
+    from workbook.data import load_mnist
+    from workbook.models import autoencoder
+    from workbook.monitoring import GradientNormMonitor, show_figure
+
+    if x_train is None:
+        (x_train, _), (x_test, _) = load_mnist(n_train=n_train, n_test=n_test, source=source, seed=seed)
+
+    runs = {}
+    for label, bottleneck in bottlenecks.items():
+        keras.utils.set_random_seed(seed)  # the same shuffling for every variant
+        model = autoencoder(bottleneck, seed=seed)
+        monitor = GradientNormMonitor(every=every, live=live)
+        fitted = model.fit(x_train, x_train, epochs=epochs, batch_size=batch_size,
+                           validation_data=(x_test, x_test), callbacks=[monitor], verbose=0)
+        reconstruction = model.predict(x_test, batch_size=256, verbose=0)
+        runs[label] = BottleneckRun(str(label), model, dict(fitted.history), monitor.history,
+                                    float(np.mean((reconstruction - x_test) ** 2)))
+    if show:
+        for figure in comparison_figures(runs, x_test):
+            show_figure(figure)
+    return runs
+
+
+def comparison_figures(runs, x_test, n_images=8):
+    """Loss curves, gradient norms side by side and reconstructions, as three Figures.
+
+    Introduced in 04_autoencoder_lab.ipynb; :func:`compare_bottlenecks` shows them.
+    """
+    from workbook.monitoring import draw_gradient_norms, new_figure
+
+    labels = list(runs)
+    losses = new_figure(figsize=(7, 3.4))
+    ax = losses.subplots()
+    for i, label in enumerate(labels):
+        color = f"C{i % 10}"
+        history = runs[label].history
+        epochs = np.arange(1, len(history.get("loss", [])) + 1)
+        ax.plot(epochs, history.get("loss", []), "o-", color=color, label=f"{label} (train)")
+        if "val_loss" in history:
+            ax.plot(epochs, history["val_loss"], "s--", color=color, alpha=0.7, label=f"{label} (test)")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean squared error")
+    ax.set_title("Reconstruction loss")
+    ax.legend(fontsize="small")
+    ax.grid(True, alpha=0.3)
+    losses.tight_layout()
+
+    columns = min(len(labels), 3)
+    rows = -(-len(labels) // columns)
+    norms = new_figure(figsize=(4.2 * columns, 3.2 * rows))
+    axes = np.atleast_1d(norms.subplots(rows, columns, squeeze=False).ravel())
+    for ax, label in zip(axes, labels):
+        draw_gradient_norms(ax, runs[label].gradients, title=label)
+    for ax in axes[len(labels):]:
+        ax.set_visible(False)
+    norms.tight_layout()
+
+    n_images = min(n_images, len(x_test))
+    grid = new_figure(figsize=(1.1 * n_images + 1.6, 1.15 * (len(labels) + 1)))
+    cells = grid.subplots(len(labels) + 1, n_images, squeeze=False)
+    rows_of_images = [("original", x_test[:n_images])]
+    for label in labels:
+        rows_of_images.append((f"{label}\nMSE {runs[label].test_mse:.4f}",
+                               runs[label].model.predict(x_test[:n_images], verbose=0)))
+    for r, (name, images) in enumerate(rows_of_images):
+        for c in range(n_images):
+            cell = cells[r, c]
+            cell.imshow(images[c, :, :, 0], cmap="gray", vmin=0, vmax=1)
+            cell.set_xticks([])
+            cell.set_yticks([])
+        cells[r, 0].set_ylabel(name, rotation=0, ha="right", va="center", fontsize="small")
+    grid.suptitle("Test images (top) and their reconstructions")
+    grid.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02, wspace=0.05, hspace=0.1)
+    return losses, norms, grid

@@ -1,0 +1,439 @@
+"""Watch each layer's gradient norm while ``model.fit`` runs.
+
+Introduced in 04_autoencoder_lab.ipynb.
+
+How the monitor sees the real step's gradients, without a second backward
+pass: Keras 3's TensorFlow ``train_step`` ends with
+``optimizer.apply_gradients(zip(gradients, trainable_weights))``, and ``fit``
+builds ``model.train_function`` before ``on_train_begin`` but looks it up
+again for every batch. So in ``on_train_begin`` the monitor gives the
+optimizer an instance attribute ``apply_gradients`` that, inside the traced
+step, adds up each layer's squared gradients into a variable the monitor owns
+and then calls the real ``apply_gradients``; it traces a train function with
+that in place and hands ``fit`` a small wrapper around it. ``on_train_end``
+takes all of it away again. The traced function is kept on the monitor, so
+alternating monitored and plain fits does not retrace every time.
+
+What a recorded step means:
+
+* ``steps_per_execution=k``: ``fit`` runs k batches per call and the monitor
+  only sees the last of them; it records that batch (its global index) when
+  any of the k indices is a multiple of ``every``.
+* The last, smaller batch of an epoch is recorded like any other when its
+  index is due. Its loss is a mean over fewer images, so its norm is noisier;
+  its new shape also makes TensorFlow trace the step once more.
+* A variable whose gradient is ``None`` (no path from the loss to it) counts
+  as 0; a layer whose variables all have ``None`` gradients is marked
+  "no gradient". A gradient that exists but is exactly 0 is not marked.
+* With a loss-scaling (mixed precision) optimizer the norms are those of the
+  scaled gradients.
+"""
+
+import base64
+import html
+import io
+import time
+
+import keras
+import numpy as np
+from matplotlib.figure import Figure
+
+#: Marker on every function the monitor installs, so leftovers can be found.
+_MARK = "_workbook_gradient_monitor"
+
+FLOOR_COLOR = "tab:red"
+ZERO_COLOR = "tab:orange"
+
+
+class GradientNormHistory:
+    """What a :class:`GradientNormMonitor` recorded.
+
+    Introduced in 04_autoencoder_lab.ipynb.
+
+    Attributes
+    ----------
+    steps : numpy.ndarray of int
+        Global batch index of each record (0 is the first batch of the first fit).
+    layers : list of str
+        Layer names, in network order.
+    norms : numpy.ndarray of float, shape (len(steps), len(layers))
+        L2 norm of each layer's gradient (NaN where a layer was not trained).
+    no_gradient : numpy.ndarray of bool, same shape
+        True where every variable of the layer had no gradient at all.
+    """
+
+    def __init__(self):
+        self.layers = []
+        self._steps = []
+        self._rows = []
+
+    def __len__(self):
+        return len(self._steps)
+
+    def __repr__(self):
+        dead = self.dead_layers()
+        return (f"GradientNormHistory({len(self)} records of {len(self.layers)} layers"
+                + (f"; no gradient: {', '.join(dead)})" if dead else ")"))
+
+    @property
+    def steps(self):
+        return np.asarray(self._steps, dtype=np.int64)
+
+    @property
+    def norms(self):
+        return self._table(0, np.nan, float)
+
+    @property
+    def no_gradient(self):
+        return self._table(1, False, bool)
+
+    def dead_layers(self):
+        """Names of the layers that had no gradient at the last record."""
+        if not self._rows:
+            return []
+        return [name for name, (_, dead) in self._rows[-1].items() if dead]
+
+    def plot(self, ax=None, title=None):
+        """Draw the norms on a log scale; returns the matplotlib Figure."""
+        if ax is None:
+            ax = new_figure(figsize=(7, 3.6)).subplots()
+        draw_gradient_norms(ax, self, title=title)
+        return ax.figure
+
+    def _add_layers(self, names):
+        for name in names:
+            if name not in self.layers:
+                self.layers.append(name)
+
+    def _append(self, step, names, norms, dead):
+        self._steps.append(int(step))
+        self._rows.append({name: (float(norm), bool(name in dead)) for name, norm in zip(names, norms)})
+
+    def _table(self, index, missing, dtype):
+        table = np.full((len(self._rows), len(self.layers)), missing, dtype=dtype)
+        for i, row in enumerate(self._rows):
+            for j, name in enumerate(self.layers):
+                if name in row:
+                    table[i, j] = row[name][index]
+        return table
+
+
+class GradientNormMonitor(keras.callbacks.Callback):
+    """Record (and, in JupyterLab, plot live) each layer's gradient norm during ``fit``.
+
+    Introduced in 04_autoencoder_lab.ipynb. Uses the training step's own
+    gradients (see the module docstring for how), so it adds almost nothing
+    to the cost of ``fit``.
+
+    Parameters
+    ----------
+    every : int
+        Record every `every`-th batch (counted over all fits).
+    live : bool
+        In a notebook, show a figure that updates in place while ``fit``
+        runs. Without a notebook front end nothing is ever shown or printed.
+    refresh_seconds : float
+        Least time between two redraws of the live figure (one more is
+        always drawn when ``fit`` ends).
+
+    Attributes
+    ----------
+    history : GradientNormHistory
+    """
+
+    def __init__(self, every=10, live=True, refresh_seconds=0.5):
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+            raise ValueError(f"every={every!r} must be a whole number of at least 1, e.g. every=10.")
+        if isinstance(refresh_seconds, bool) or not isinstance(refresh_seconds, (int, float)) \
+                or not refresh_seconds >= 0:
+            raise ValueError(f"refresh_seconds={refresh_seconds!r} must be a number of seconds >= 0, e.g. 0.5.")
+        super().__init__()
+        self.every = int(every)
+        self.live = bool(live)
+        self.refresh_seconds = float(refresh_seconds)
+        self.history = GradientNormHistory()
+        self._traced = {}  # id(model) -> _Traced, the monitored step kept for the next fit
+        self._active = None  # the _Traced in use while a fit runs
+        self._batch_due = False
+        self._next_step = 0
+        self._epoch_offset = 0
+        self._begin_step = 0
+        self._screen = None
+
+    def plot(self, ax=None, title=None):
+        """The recorded norms as a Figure (see :meth:`GradientNormHistory.plot`)."""
+        return self.history.plot(ax=ax, title=title)
+
+    # -- Keras hooks ---------------------------------------------------------
+
+    def on_train_begin(self, logs=None):
+        model = self.model
+        remove_leftovers(model)
+        traced = self._traced.get(id(model))
+        if traced is None or traced.model is not model or traced.original is not model.train_function:
+            traced = _Traced(self, model)
+            self._traced[id(model)] = traced
+        traced.install()
+        self._active = traced
+        self.history._add_layers(traced.layer_names)
+        self._screen = _LiveFigure(self.refresh_seconds) if self.live and in_notebook() else None
+        if self._screen is not None:
+            self._screen.show(self.history)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_offset = self._next_step
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._begin_step = batch
+        self._batch_due = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batch_due = False
+        traced = self._active
+        if traced is None:
+            return
+        steps_per_epoch = (self.params or {}).get("steps")
+        # With steps_per_execution the last call of an epoch may run fewer batches than it reports.
+        last = min(batch, steps_per_epoch - 1) if steps_per_epoch else batch
+        first_global, last_global = self._epoch_offset + self._begin_step, self._epoch_offset + last
+        self._next_step = last_global + 1
+        if (last_global // self.every) * self.every >= first_global:
+            norms = np.sqrt(np.maximum(traced.squares.numpy(), 0.0))
+            self.history._append(last_global, traced.layer_names, norms,
+                                 {traced.layer_names[i] for i in traced.dead_columns})
+            if self._screen is not None:
+                self._screen.show(self.history)
+
+    def on_train_end(self, logs=None):
+        if self._active is not None:
+            self._active.uninstall()
+            self._active = None
+        if self._screen is not None:
+            self._screen.show(self.history, final=True)
+            self._screen = None
+
+
+class _Traced:
+    """One model's monitored train function and the state it writes into."""
+
+    def __init__(self, monitor, model):
+        import tensorflow as tf
+
+        self.monitor, self.model = monitor, model
+        self.original = model.train_function
+        self.layer_names, self.column_of = [], {}
+        for layer in model.layers:
+            if layer.trainable_variables:
+                for variable in layer.trainable_variables:
+                    self.column_of[id(variable)] = len(self.layer_names)
+                self.layer_names.append(layer.name)
+        # A plain tf.Variable set on this object, not the model, so the model never tracks or saves it.
+        self.squares = tf.Variable(tf.zeros([len(self.layer_names)], tf.float32), trainable=False)
+        self.dead_columns = set()
+        self.optimizer = None
+        self.monitored = None
+
+    def install(self):
+        optimizer = self.model.optimizer
+        self.optimizer = optimizer
+        self.previous = optimizer.__dict__.get("apply_gradients")
+        real_apply = optimizer.apply_gradients
+
+        def apply_gradients(grads_and_vars, *args, **kwargs):
+            pairs = list(grads_and_vars)
+            if self.monitor._active is self:
+                self._record(pairs)
+            return real_apply(pairs, *args, **kwargs)
+
+        setattr(apply_gradients, _MARK, True)
+        optimizer.apply_gradients = apply_gradients
+        if self.monitored is None:
+            self.model.train_function = None
+            self.model.make_train_function(force=True)
+            self.monitored = self.model.train_function
+
+        def train_function(iterator):
+            if self.monitor._batch_due and self.monitor._active is self:
+                self.monitor._batch_due = False
+                return self.monitored(iterator)
+            # A fit without this monitor: an earlier monitored fit raised before on_train_end.
+            self.uninstall()
+            self.monitor._active = None
+            return self.original(iterator)
+
+        setattr(train_function, _MARK, self.original)
+        self.model.train_function = train_function
+
+    def uninstall(self):
+        optimizer = self.optimizer
+        if optimizer is not None and getattr(optimizer.__dict__.get("apply_gradients"), _MARK, False):
+            del optimizer.apply_gradients
+            if self.previous is not None:
+                optimizer.apply_gradients = self.previous
+        if getattr(self.model.train_function, _MARK, None) is self.original:
+            self.model.train_function = self.original
+        self.optimizer = None
+
+    def _record(self, pairs):
+        """Runs while TensorFlow traces the step: adds the per-layer sums of squares to the graph."""
+        import tensorflow as tf
+
+        parts = [[] for _ in self.layer_names]
+        for gradient, variable in pairs:
+            column = self.column_of.get(id(variable))
+            if column is None or gradient is None:
+                continue
+            if isinstance(gradient, tf.IndexedSlices):
+                gradient = tf.convert_to_tensor(gradient)
+            parts[column].append(tf.reduce_sum(tf.square(tf.cast(gradient, tf.float32))))
+        self.dead_columns = {i for i, part in enumerate(parts) if not part}
+        if parts:
+            self.squares.assign(tf.stack([tf.add_n(p) if p else tf.constant(0.0) for p in parts]))
+
+
+def remove_leftovers(model):
+    """Undo a monitor's patches that an interrupted ``fit`` left on `model`."""
+    original = getattr(model.train_function, _MARK, None)
+    if original is not None:
+        model.train_function = original
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and getattr(optimizer.__dict__.get("apply_gradients"), _MARK, False):
+        del optimizer.apply_gradients
+
+
+# -- Pictures ---------------------------------------------------------------
+
+
+def in_notebook():
+    """True inside a Jupyter kernel with a front end (not a script, not plain IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+class LabFigure(Figure):
+    """A Figure that a notebook shows as a PNG when it is a cell's last value."""
+
+    def _repr_png_(self):
+        return figure_png(self)
+
+
+def new_figure(figsize=(7, 3.6), dpi=90):
+    """A matplotlib Figure on the Agg canvas, outside pyplot's global state.
+
+    A notebook shows it as a PNG when it is a cell's last value, with or without pyplot.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = LabFigure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def figure_png(figure):
+    """PNG bytes of `figure`."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def show_figure(figure):
+    """Display `figure` in a notebook; do nothing anywhere else."""
+    if in_notebook():
+        from IPython.display import Image, display
+
+        display(Image(figure_png(figure)))
+
+
+def draw_gradient_norms(ax, history, title=None):
+    """Plot `history` on `ax`, log scale; layers without gradient lie on the floor in red."""
+    # Remove only what was drawn: clearing the axes would rebuild every tick, the slow part of a redraw.
+    for artist in [*ax.lines, *ax.texts]:
+        artist.remove()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    steps, norms, dead = history.steps, history.norms, history.no_gradient
+    positive = norms[np.isfinite(norms) & (norms > 0)]
+    floor = 10.0 ** (np.floor(np.log10(positive.min())) - 1) if positive.size else 1e-8
+    ax.set_yscale("log")
+    palette = ("tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:cyan", "tab:olive", "tab:pink", "tab:gray")
+    on_floor = 0  # labels stacked up from the bottom, one per layer lying on the floor
+    for j, name in enumerate(history.layers):
+        values = norms[:, j]
+        y = np.where(values > 0, values, floor)
+        if len(steps) and dead[-1, j]:
+            ax.plot(steps, y, color=FLOOR_COLOR, lw=2.5, ls="--", marker="x", label=f"{name}: no gradient")
+            ax.annotate(f"{name}: no gradient", xy=(0.02, 0.04 + 0.08 * on_floor), xycoords="axes fraction",
+                        color=FLOOR_COLOR, fontweight="bold")
+            on_floor += 1
+        elif len(steps) and values[-1] == 0:
+            ax.plot(steps, y, color=ZERO_COLOR, lw=2, ls=":", marker="o", label=f"{name}: gradient exactly 0")
+            ax.annotate(f"{name}: gradient exactly 0", xy=(0.02, 0.04 + 0.08 * on_floor),
+                        xycoords="axes fraction", color=ZERO_COLOR)
+            on_floor += 1
+        else:
+            ax.plot(steps, y, color=palette[j % len(palette)], lw=1.8, label=name)
+    if not len(steps):
+        ax.text(0.5, 0.5, "waiting for the first training step...", transform=ax.transAxes,
+                ha="center", va="center", color="gray")
+    ax.relim()
+    ax.autoscale_view()
+    ax.set_ylim(bottom=floor / 2)
+    # A log axis's minor ticks are most of the drawing time, and the live plot redraws often.
+    ax.minorticks_off()
+    ax.set_xlabel("training step (batch)")
+    ax.set_ylabel("gradient norm (log)")
+    if title:
+        ax.set_title(title)
+    if history.layers and len(steps):
+        ax.legend(loc="best", fontsize="small", framealpha=0.8)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def describe(history):
+    """One line for the live caption: the last record of every layer."""
+    if not len(history):
+        return "Gradient norms: waiting for the first training step"
+    parts = []
+    for name, norm, dead in zip(history.layers, history.norms[-1], history.no_gradient[-1]):
+        parts.append(f"{name}: no gradient" if dead else f"{name}: {norm:.3g}")
+    return f"Gradient norms at step {history.steps[-1]}: " + "; ".join(parts)
+
+
+class _LiveFigure:
+    """One figure shown once and then replaced in place, at most once per `refresh_seconds`."""
+
+    def __init__(self, refresh_seconds):
+        self.refresh_seconds = refresh_seconds
+        self.figure = new_figure()
+        self.ax = self.figure.subplots()
+        self.figure.subplots_adjust(left=0.11, right=0.97, bottom=0.15, top=0.9)
+        self.image = self.caption = None
+        self.last_drawn = 0.0
+        self.redraws = 0
+
+    def show(self, history, final=False):
+        started = time.monotonic()
+        if self.image is not None and not final and started - self.last_drawn < self.refresh_seconds:
+            return
+        from IPython.display import display
+
+        draw_gradient_norms(self.ax, history, title="Gradient norm per layer (live)")
+        text = describe(history)
+        image = {"image/png": base64.b64encode(figure_png(self.figure)).decode("ascii"), "text/plain": text}
+        caption = {
+            "text/html": (f'<div class="workbook-gradient-monitor" data-frame="{self.redraws + 1}" '
+                          f'style="font-family: monospace; font-size: 85%;">{html.escape(text)}</div>'),
+            "text/plain": text,
+        }
+        if self.image is None:
+            self.image = display(image, raw=True, display_id=True)
+            self.caption = display(caption, raw=True, display_id=True)
+        else:
+            self.image.update(image, raw=True)
+            self.caption.update(caption, raw=True)
+        self.redraws += 1
+        self.last_drawn = started
