@@ -168,3 +168,11 @@ def test_an_integer_example_is_named_as_such():
 def test_an_index_next_to_a_float_input_is_only_a_note():
     report = workbook.find_gradient_breaks(lambda x, k: tf.gather(x, k, axis=1), (EXAMPLE, np.array([0, 2])))
     assert report.ok and [n.reason for n in report.notes] == ["integer_input"], str(report)
+
+
+def test_a_wrong_example_gets_tensorflows_own_message_not_a_false_culprit():
+    model = bottleneck_model(lambda z: z * 1.0)
+    wrong = np.ones((2, 10), dtype="float32")
+    with pytest.raises(ValueError, match="failed, before any gradient") as raised:
+        workbook.find_gradient_breaks(model, (wrong, wrong))
+    assert "shape" in str(raised.value).lower()

@@ -26,6 +26,9 @@ _EXPORTS = {
     "explore_surrogates": "explorer",
     # checks.py: self-checks students run before submitting (01-05)
     "check_surrogate": "checks",
+    "check_quantizer": "assignment_checks",
+    "check_gradient_fix": "assignment_checks",
+    "check_reconstruction": "assignment_checks",
     # diagnosis.py: find the operation that kills the gradient (03)
     "find_gradient_breaks": "diagnosis",
     "GradientReport": "diagnosis",

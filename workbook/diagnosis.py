@@ -224,7 +224,13 @@ def _analyse(call, arguments, inputs, variables, layer_of):
     ]
     try:
         concrete = _trace(call, arguments)
-    except Exception as error:  # numpy on a tensor, Python control flow on a tensor, ...
+    except Exception as error:
+        if not _is_tracing_limit(error):
+            # A wrong example (shape, dtype) or a bug: the student needs TensorFlow's own message.
+            raise ValueError(
+                f"Calling the target on the example failed, before any gradient could be followed: "
+                f"{type(error).__name__}: {error}"
+            ) from error
         finding = untraceable_finding(error, sys.exc_info()[2], [status.label for status in sources])
         for status in sources:
             status.static = "untraceable"
@@ -271,6 +277,19 @@ def _analyse(call, arguments, inputs, variables, layer_of):
             alone = all(s.static == "not a float" for s in sources)
             (findings if alone else notes).append(Finding.not_float(status, dict(inputs)[status.name].dtype.name))
     return GradientReport(findings=findings, notes=notes, sources=sources)
+
+
+def _is_tracing_limit(error):
+    """Whether tracing failed because of what graphs cannot do (numpy, Python control flow on values)."""
+    import tensorflow as tf
+
+    if isinstance(error, tf.errors.OperatorNotAllowedInGraphError):
+        return True
+    text = f"{type(error).__name__}: {error}"
+    return any(
+        clue in text
+        for clue in ("numpy", "NumPy", "__array__", "symbolic tf.Tensor", "symbolic Tensor", "SymbolicTensor", "as a Python `bool`")
+    )
 
 
 def _source_tensors(graph, arguments, inputs, variables):

@@ -109,7 +109,10 @@ def user_frame(frames):
 
 @dataclass
 class Finding:
-    """One op that cuts the gradient (or, in ``notes``, one whose cut does not matter)."""
+    """One op that cuts the gradient (or, in ``notes``, one whose cut does not matter).
+
+    Introduced in 03_finding_gradient_killers.ipynb.
+    """
 
     op_type: str
     op_name: str
@@ -210,7 +213,10 @@ class SourceStatus:
 
 @dataclass
 class GradientReport:
-    """The result of :func:`workbook.find_gradient_breaks`."""
+    """The result of :func:`workbook.find_gradient_breaks`.
+
+    Introduced in 03_finding_gradient_killers.ipynb.
+    """
 
     findings: list
     notes: list
@@ -241,6 +247,7 @@ class GradientReport:
         else:
             lines.append(f"  {len(self.findings)} op(s) cut the gradient (culprit first):")
             lines += _text_table(("#", "op", "why", "where", "code", "cuts the gradient of"), self._rows(self.findings))
+            lines.append(f"  Why: {self.findings[0].detail}")
             lines.append(f"  How to fix the culprit: {self.findings[0].hint}")
         if self.layers_without_gradient:
             lines.append(f"  Layers whose variables get no gradient: {', '.join(self.layers_without_gradient)}")
@@ -263,11 +270,11 @@ class GradientReport:
         else:
             parts.append(f"<span style='color:#b42318'><b>{len(self.findings)} op(s) cut the gradient</b></span>, culprit first.</p>")
             parts.append("<table><thead><tr>" + "".join(
-                f"<th>{h}</th>" for h in ("#", "op", "why", "where", "code", "cuts the gradient of", "how to fix")
+                f"<th>{h}</th>" for h in ("#", "op", "why", "where", "code", "cuts the gradient of", "details and how to fix")
             ) + "</tr></thead><tbody>")
             for i, (row, finding) in enumerate(zip(self._rows(self.findings), self.findings)):
                 style = " style='background:#fde2e1;font-weight:bold'" if i == 0 else ""
-                cells = [escape(c) for c in row[:4]] + [f"<code>{escape(row[4])}</code>", escape(row[5]), escape(finding.hint)]
+                cells = [escape(c) for c in row[:4]] + [f"<code>{escape(row[4])}</code>", escape(row[5]), f"{escape(finding.detail)}.<br>{escape(finding.hint)}"]
                 parts.append(f"<tr class='{'culprit' if i == 0 else 'break'}'{style}>" + "".join(f"<td style='text-align:left'>{c}</td>" for c in cells) + "</tr>")
             parts.append("</tbody></table>")
         if self.layers_without_gradient:

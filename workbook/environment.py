@@ -6,13 +6,8 @@ Introduced in 00_start_here.ipynb; every notebook's Setup cell calls :func:`setu
 import os
 import platform
 import random
-import sys
 
 import numpy as np
-
-#: The versions the notebooks are written for (checked by :func:`setup`).
-REQUIRED = {"python": (3, 10), "tensorflow": "2.21", "keras": "3."}
-
 
 def setup(seed=0, quiet=True):
     """Seed Python, NumPy and TensorFlow and (optionally) quiet TensorFlow's log.
@@ -52,13 +47,14 @@ def setup(seed=0, quiet=True):
     random.seed(seed)
     np.random.seed(seed)
     keras.utils.set_random_seed(seed)
-    report = environment_report()
-    _check_versions(report)
-    return report
+    return environment_report()
 
 
 def environment_report():
-    """Versions, processor and accelerators, as a dict for the start notebook's table."""
+    """Versions, processor and accelerators, as a dict for the start notebook's table.
+
+    Introduced in 00_start_here.ipynb.
+    """
     import keras
     import tensorflow as tf
 
@@ -70,23 +66,6 @@ def environment_report():
         "keras backend": keras.backend.backend(),
         "numpy": np.__version__,
         "platform": f"{platform.system()} {platform.machine()}",
-        "cpu cores": os.cpu_count(),
+        "cpu cores visible": os.cpu_count(),
         "gpus": ", ".join(gpu.name for gpu in gpus) if gpus else "none (CPU only)",
     }
-
-
-def _check_versions(report):
-    problems = []
-    if sys.version_info < REQUIRED["python"]:
-        problems.append(f"Python {report['python']} (need 3.10 or newer)")
-    if not report["tensorflow"].startswith(REQUIRED["tensorflow"]):
-        problems.append(f"TensorFlow {report['tensorflow']} (written for {REQUIRED['tensorflow']})")
-    if not report["keras"].startswith(REQUIRED["keras"]):
-        problems.append(f"Keras {report['keras']} (need Keras 3)")
-    if report["keras backend"] != "tensorflow":
-        problems.append(f"Keras backend {report['keras backend']!r} (set KERAS_BACKEND=tensorflow)")
-    if problems:
-        raise RuntimeError(
-            "This workbook needs a different environment: " + "; ".join(problems)
-            + ". Run `make lab` from the workbook's folder: it installs the right versions in .venv."
-        )

@@ -1,0 +1,131 @@
+"""Generate the student versions of the workbook's exercises with nbgrader.
+
+The instructor's source is ``notebooks/`` itself: every notebook there with nbgrader
+cells is an assignment named after the notebook (``05_assignment_quantized_autoencoder``).
+nbgrader wants ``course/source/<assignment>/<notebook>.ipynb``, so that path is a symbolic
+link to the notebook, made here: nothing is copied, and nothing is edited twice. Then
+nbgrader's own ``generate_assignment`` writes ``course/release/<assignment>/``.
+
+    python scripts/make_assignments.py            # what `make assignments` runs
+    python scripts/make_assignments.py --check    # only check the nbgrader metadata
+"""
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+
+import nbformat
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+COURSE = ROOT / "course"
+
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+
+
+def nbgrader_cells(notebook):
+    """The cells carrying nbgrader metadata, as (index, cell, metadata) triples."""
+    return [(i, cell, cell.metadata["nbgrader"]) for i, cell in enumerate(notebook.cells)
+            if "nbgrader" in cell.get("metadata", {})]
+
+
+def assignment_notebooks(notebooks=NOTEBOOKS):
+    """Every numbered notebook with at least one nbgrader cell, in order."""
+    return [path for path in sorted(pathlib.Path(notebooks).glob("[0-9][0-9]_*.ipynb"))
+            if nbgrader_cells(nbformat.read(path, as_version=4))]
+
+
+def metadata_problems(path):
+    """What in one notebook breaks nbgrader's conventions, one message per problem."""
+    notebook = nbformat.read(path, as_version=4)
+    problems, seen = [], {}
+    for index, cell, meta in nbgrader_cells(notebook):
+        where = f"{path.name} cell {index}"
+        grade_id = meta.get("grade_id")
+        if not grade_id:
+            problems.append(f"{where}: nbgrader metadata without a grade_id")
+        elif grade_id in seen:
+            problems.append(f"{where}: grade_id {grade_id!r} is also used by cell {seen[grade_id]}")
+        else:
+            seen[grade_id] = index
+        if meta.get("schema_version") != 3:
+            problems.append(f"{where}: schema_version is {meta.get('schema_version')!r}, nbgrader 0.9 writes 3")
+        if meta.get("grade") and not isinstance(meta.get("points"), (int, float)):
+            problems.append(f"{where}: a graded cell needs points, got {meta.get('points')!r}")
+        if meta.get("grade") and not meta.get("solution") and not meta.get("locked"):
+            problems.append(f"{where}: a graded test cell should be locked, so grading restores it")
+        source = cell.source
+        if meta.get("solution") and cell.cell_type == "code" and not all(m in source for m in SOLUTION_MARKERS):
+            problems.append(f"{where}: a solution cell without {' / '.join(SOLUTION_MARKERS)}")
+        if any(m in source for m in SOLUTION_MARKERS) and not meta.get("solution"):
+            problems.append(f"{where}: solution markers in a cell that is not a solution cell")
+        if any(m in source for m in HIDDEN_MARKERS) and not meta.get("grade"):
+            problems.append(f"{where}: hidden-test markers in a cell that is not graded")
+    for index, cell in enumerate(notebook.cells):
+        if "nbgrader" not in cell.get("metadata", {}) and any(
+                m in cell.source for m in SOLUTION_MARKERS + HIDDEN_MARKERS):
+            problems.append(f"{path.name} cell {index}: nbgrader markers in a cell without nbgrader metadata")
+    return problems
+
+
+def link_sources(course, notebooks):
+    """Make ``course/source/<name>/<name>.ipynb`` a relative link to each notebook.
+
+    An existing link to the same notebook is kept; anything else at that path is left
+    alone and reported, since it may be an instructor's own file.
+    """
+    for path in notebooks:
+        target = pathlib.Path(course) / "source" / path.stem / path.name
+        wanted = os.path.relpath(path, target.parent)
+        if target.is_symlink() and os.readlink(target) == wanted:
+            continue
+        if target.exists() or target.is_symlink():
+            raise SystemExit(
+                f"{target} exists and is not a link to {path}; move it away (it is left untouched) "
+                f"and run again. The instructor's source is {path} itself.")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(wanted)
+
+
+def with_venv_on_path(env=None):
+    """``env`` (default: this process's) with this Python's scripts folder first on PATH.
+
+    nbgrader runs the ``alembic`` command to open its gradebook, so it must be found
+    even when the virtual environment is not activated (as under ``make``).
+    """
+    env = dict(os.environ if env is None else env)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    return env
+
+
+def generate(course, names=("*",), env=None):
+    """Run nbgrader's generate_assignment in ``course`` for each name ("*": every assignment there)."""
+    env = with_venv_on_path(env)
+    for name in names:
+        command = [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"]
+        result = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise SystemExit(f"nbgrader generate_assignment {name} failed:\n{result.stdout}{result.stderr}")
+        print(f"{pathlib.Path(course).name}/release/{name}/ generated")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only check the nbgrader metadata")
+    args = parser.parse_args(argv)
+    notebooks = assignment_notebooks()
+    problems = [problem for path in notebooks for problem in metadata_problems(path)]
+    if problems:
+        raise SystemExit("nbgrader metadata problems:\n  " + "\n  ".join(problems))
+    print(f"{len(notebooks)} notebooks with exercises: {', '.join(p.stem for p in notebooks)}")
+    if args.check:
+        return
+    link_sources(COURSE, notebooks)
+    generate(COURSE, [path.stem for path in notebooks])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,408 @@
+"""Course assignments through real nbgrader: the student versions, and the grades they get.
+
+The round trip runs in a temporary course directory with a temporary home, so neither
+the repository nor the user's Jupyter, IPython or Keras folders are written to.
+"""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import numpy as np
+import pytest
+
+from notebook_runner import NOTEBOOKS, reduced_notebook
+
+ROOT = NOTEBOOKS.parent
+COURSE = ROOT / "course"
+RELEASE = COURSE / "release"
+ASSIGNMENT = "05_assignment_quantized_autoencoder"
+
+#: Points per graded cell of the assignment, as its title cell promises them.
+ASSIGNMENT_POINTS = {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 4}
+
+_spec = importlib.util.spec_from_file_location("make_assignments", ROOT / "scripts" / "make_assignments.py")
+make_assignments = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_assignments)
+
+SOURCES = make_assignments.assignment_notebooks()
+RELEASED = sorted(RELEASE.glob("*/*.ipynb"))
+
+
+def nbgrader_meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def marked_blocks(source, begin, end):
+    """The text between each pair of marker lines (markers excluded)."""
+    return re.findall(rf"^[ \t]*{re.escape(begin)}[^\n]*\n(.*?)^[ \t]*{re.escape(end)}", source, re.M | re.S)
+
+
+# --- the sources ----------------------------------------------------------------------
+
+def test_the_exercise_notebooks_include_the_assignment():
+    names = [path.stem for path in SOURCES]
+    assert ASSIGNMENT in names and "01_forward_and_backward" in names, names
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_source_follows_nbgrader_conventions(path):
+    problems = make_assignments.metadata_problems(path)
+    assert not problems, "\n".join(problems)
+
+
+def test_metadata_check_catches_broken_cells(tmp_path):
+    cells = [
+        nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION",
+                                  metadata={"nbgrader": {"grade_id": "same", "solution": True, "grade": False,
+                                                         "locked": False, "schema_version": 3}}),
+        nbformat.v4.new_code_cell("assert x == 1",
+                                  metadata={"nbgrader": {"grade_id": "same", "solution": False, "grade": True,
+                                                         "locked": True, "schema_version": 3}}),
+        nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\nassert x\n### END HIDDEN TESTS"),
+    ]
+    path = tmp_path / "99_broken.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    problems = "\n".join(make_assignments.metadata_problems(path))
+    assert "'same' is also used by cell 0" in problems
+    assert "needs points" in problems
+    assert "cell 2: nbgrader markers in a cell without nbgrader metadata" in problems
+
+
+def test_assignment_points_per_part():
+    notebook = nbformat.read(NOTEBOOKS / f"{ASSIGNMENT}.ipynb", as_version=4)
+    points = {nbgrader_meta(c)["grade_id"]: nbgrader_meta(c)["points"]
+              for c in notebook.cells if nbgrader_meta(c).get("grade")}
+    assert points == ASSIGNMENT_POINTS
+    table = notebook.cells[0].source
+    assert sum(points.values()) == 10 and "10 points" in table
+
+
+# --- the committed student versions -----------------------------------------------------
+
+def test_every_exercise_notebook_is_released():
+    assert [p.parent.name for p in RELEASED] == [p.stem for p in SOURCES], \
+        "course/release/ is out of date: run `make assignments`"
+
+
+@pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.name)
+def test_release_holds_no_solution_and_no_hidden_test(path):
+    released = nbformat.read(path, as_version=4)
+    source = nbformat.read(NOTEBOOKS / path.name, as_version=4)
+    text = "\n".join(cell.source for cell in released.cells)
+    for marker in make_assignments.SOLUTION_MARKERS + make_assignments.HIDDEN_MARKERS:
+        assert marker not in text, f"{path.name} contains {marker!r}"
+    by_id = {nbgrader_meta(c).get("grade_id"): c for c in released.cells if nbgrader_meta(c)}
+    for cell in source.cells:
+        meta = nbgrader_meta(cell)
+        blocks = (marked_blocks(cell.source, *make_assignments.SOLUTION_MARKERS)
+                  + marked_blocks(cell.source, *make_assignments.HIDDEN_MARKERS))
+        for block in blocks:
+            assert block.strip() not in text, f"{path.name}: text of {meta.get('grade_id')} leaked"
+            # every line of code in it (brackets alone and comments say nothing of the answer)
+            lines = [line.strip() for line in block.splitlines()
+                     if re.search(r"\w\w", line) and not line.strip().startswith("#")]
+            leaked = [line for line in lines if line in by_id[meta["grade_id"]].source]
+            assert not leaked, f"{path.name}, cell {meta['grade_id']}: {leaked}"
+
+
+@pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.name)
+def test_release_answer_cells_raise_not_implemented(path):
+    released = nbformat.read(path, as_version=4)
+    answers = [c for c in released.cells if nbgrader_meta(c).get("solution") and c.cell_type == "code"]
+    assert answers, f"{path.name} has no answer cells"
+    for cell in answers:
+        namespace = {}
+        with pytest.raises(NotImplementedError):
+            exec(compile(cell.source, f"{path.name}:{nbgrader_meta(cell)['grade_id']}", "exec"), namespace)
+            # a cell that only defines functions raises when they are called
+            for name, value in list(namespace.items()):
+                if callable(value) and not name.startswith("__"):
+                    value(*([None] * value.__code__.co_argcount))
+
+
+@pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.name)
+def test_release_is_committed_locked_and_without_outputs(path):
+    released = nbformat.read(path, as_version=4)
+    for cell in released.cells:
+        meta = nbgrader_meta(cell)
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None
+        if meta.get("locked"):
+            assert cell.metadata.get("editable") is False and cell.metadata.get("deletable") is False
+
+
+# --- nbgrader for real -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def nbgrader_env(tmp_path_factory):
+    """The environment for nbgrader and its kernels, with every per-user folder in a temp home."""
+    home = tmp_path_factory.mktemp("home")
+    env = make_assignments.with_venv_on_path(dict(os.environ, HOME=str(home)))
+    for variable, folder in [("JUPYTER_CONFIG_DIR", ".jupyter"), ("JUPYTER_DATA_DIR", ".local/share/jupyter"),
+                             ("JUPYTER_RUNTIME_DIR", ".local/share/jupyter/runtime"), ("IPYTHONDIR", ".ipython"),
+                             ("MPLCONFIGDIR", ".config/matplotlib"), ("KERAS_HOME", ".keras")]:
+        env[variable] = str(home / folder)
+    env.pop("JUPYTER_PATH", None)
+    env.pop("JUPYTER_CONFIG_PATH", None)
+    return env
+
+
+def nbgrader(course, env, *args):
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def new_course(tmp_path):
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(COURSE / "nbgrader_config.py", course)
+    return course
+
+
+@pytest.mark.timeout(300)
+def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
+    course = new_course(tmp_path)
+    make_assignments.link_sources(course, SOURCES)
+    nbgrader(course, nbgrader_env, "generate_assignment", "*", "--force", "--no-db")
+    generated = sorted((course / "release").glob("*/*.ipynb"))
+    assert [p.relative_to(course / "release") for p in generated] == [p.relative_to(RELEASE) for p in RELEASED]
+    for fresh_path, committed_path in zip(generated, RELEASED):
+        fresh = nbformat.read(fresh_path, as_version=4)
+        committed = nbformat.read(committed_path, as_version=4)
+        assert fresh.metadata == committed.metadata
+        stale = [i for i, (a, b) in enumerate(zip(fresh.cells, committed.cells))
+                 if (a.cell_type, a.source, a.metadata) != (b.cell_type, b.source, b.metadata)]
+        assert len(fresh.cells) == len(committed.cells) and not stale, (
+            f"{committed_path.name}: cells {stale or 'count'} differ from what nbgrader makes of "
+            f"notebooks/{committed_path.name}; run `make assignments`")
+
+
+def _answer_text(cell):
+    """A solution cell's source with the solution markers taken out: what a student would write."""
+    return "\n".join(line for line in cell.source.splitlines()
+                     if line.strip() not in make_assignments.SOLUTION_MARKERS)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, nbgrader_env):
+    """Autograde three submissions of the (turned-down) assignment; return {student: {grade_id: score}}."""
+    from nbgrader.api import Gradebook
+
+    course = new_course(tmp_path_factory.mktemp("grading"))
+    source = reduced_notebook(NOTEBOOKS / f"{ASSIGNMENT}.ipynb")  # as the notebook tests run it
+    (course / "source" / ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(source, course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    nbgrader(course, nbgrader_env, "generate_assignment", ASSIGNMENT, "--force")
+    release = nbformat.read(course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+
+    half_right = nbformat.from_dict(release)  # part (a) right, part (b) wrong, part (c) not done
+    solutions = {nbgrader_meta(c)["grade_id"]: c for c in source.cells if nbgrader_meta(c).get("solution")}
+    for cell in half_right.cells:
+        grade_id = nbgrader_meta(cell).get("grade_id")
+        if grade_id == "a_quantize_2bit":
+            cell.source = _answer_text(solutions[grade_id])
+        elif grade_id == "b_culprit_answer":  # the note, not the finding
+            cell.source = 'culprit_op = "Round"\nculprit_variable = "levels"'
+        elif grade_id == "b_fix_answer":  # a "fix" that changes nothing
+            cell.source = "fixed_bottleneck = colleague_bottleneck"
+
+    for student, notebook in [("solution", source), ("untouched", release), ("half_right", half_right)]:
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(notebook, folder / f"{ASSIGNMENT}.ipynb")
+    nbgrader(course, nbgrader_env, "autograde", ASSIGNMENT, "--force")
+
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for student in ("solution", "untouched", "half_right"):
+            scores[student] = {
+                grade_id: gradebook.find_grade(grade_id, ASSIGNMENT, ASSIGNMENT, student).score
+                for grade_id in ASSIGNMENT_POINTS
+            }
+            assert gradebook.find_submission(ASSIGNMENT, student).score == sum(scores[student].values())
+    return course, scores
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_autograding_the_source_gives_full_marks(graded):
+    _, scores = graded
+    assert scores["solution"] == ASSIGNMENT_POINTS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_autograding_the_untouched_release_gives_zero_without_crashing(graded):
+    course, scores = graded
+    assert scores["untouched"] == {grade_id: 0 for grade_id in ASSIGNMENT_POINTS}
+    autograded = nbformat.read(course / "autograded" / "untouched" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+                               as_version=4)
+    errors = {nbgrader_meta(c).get("grade_id"): o.ename for c in autograded.cells if c.cell_type == "code"
+              for o in c.outputs if o.output_type == "error"}
+    assert errors["a_quantize_2bit"] == "NotImplementedError"  # the answer cell ran and raised
+    assert set(ASSIGNMENT_POINTS) <= set(errors)  # every check ran, and failed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_autograding_a_half_right_submission_gives_partial_marks(graded):
+    _, scores = graded
+    assert scores["half_right"] == {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 0,
+                                    "c_reconstruction": 0}
+
+
+# --- the self-checks students run (workbook/assignment_checks.py) ---------------------------
+# Expected values come from the formulas written out here with NumPy or tf.custom_gradient,
+# or from Keras's own loss; none is taken from the checks themselves.
+
+def _reference_quantizer():
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def quantize(x):
+        y = tf.round(3 * tf.clip_by_value(x, 0, 1)) / 3
+
+        def grad(upstream):
+            return upstream * tf.cast((x >= 0) & (x <= 1), x.dtype)
+
+        return y, grad
+
+    return quantize
+
+
+def _worst_x(printed):
+    return float(re.search(r"Worst at x = (\S+?):", printed).group(1))
+
+
+def test_check_quantizer_accepts_a_correct_quantizer(capsys):
+    from workbook.assignment_checks import check_quantizer
+
+    assert check_quantizer(_reference_quantizer()) is True
+    assert capsys.readouterr().out.count("✓") == 2
+
+
+def test_check_quantizer_names_an_input_where_the_forward_is_wrong(capsys):
+    import keras
+
+    from workbook.assignment_checks import check_quantizer
+
+    floor_instead = lambda x: keras.ops.floor(3 * keras.ops.clip(x, 0, 1)) / 3  # noqa: E731
+    assert check_quantizer(floor_instead) is False
+    x = _worst_x(capsys.readouterr().out)
+    assert np.floor(3 * np.clip(x, 0, 1)) != np.round(3 * np.clip(x, 0, 1))  # a real counterexample
+
+
+def test_check_quantizer_explains_a_missing_or_unclipped_gradient(capsys):
+    import keras
+
+    import workbook
+    from workbook.assignment_checks import check_quantizer
+
+    forward = lambda x: keras.ops.round(3 * keras.ops.clip(x, 0, 1)) / 3  # noqa: E731
+    assert check_quantizer(forward) is False
+    assert "no gradient at all" in capsys.readouterr().out
+    assert check_quantizer(forward, gradient=False) is True  # the forward alone is right
+    capsys.readouterr()
+    assert check_quantizer(workbook.straight_through(forward)) is False
+    printed = capsys.readouterr().out
+    assert "should be 0 there" in printed and not 0 <= _worst_x(printed) <= 1
+
+
+def test_checks_turn_an_unfinished_answer_into_a_message(capsys):
+    from workbook.assignment_checks import check_gradient_fix, check_quantizer
+
+    def unfinished(x):
+        raise NotImplementedError()
+
+    assert check_quantizer(unfinished) is False
+    assert check_gradient_fix(unfinished, _reference_quantizer(), derivative=lambda x: x) is False
+    assert capsys.readouterr().out.count("not written yet") == 2
+
+
+def _colleague(x):
+    import keras
+
+    import workbook
+
+    levels = workbook.SURROGATES["round_ste"](3.0 * keras.ops.clip(x, 0.0, 1.0))
+    codes = keras.ops.cast(levels, "uint8")
+    return keras.ops.cast(codes, x.dtype) / 3.0
+
+
+def _inside(x):
+    import keras
+
+    return keras.ops.cast((x > 0) & (x < 1), x.dtype)
+
+
+def test_check_gradient_fix_points_at_the_cast_and_accepts_the_fix(capsys):
+    from workbook.assignment_checks import check_gradient_fix
+
+    assert check_gradient_fix(_colleague, _colleague, derivative=_inside) is False
+    printed = capsys.readouterr().out
+    assert "find_gradient_breaks: Cast" in printed and 'codes = keras.ops.cast(levels, "uint8")' in printed
+    assert check_gradient_fix(_reference_quantizer(), _colleague, derivative=_inside) is True
+
+
+def test_check_gradient_fix_rejects_a_fix_that_changes_the_forward(capsys):
+    from workbook.assignment_checks import check_gradient_fix
+
+    reference = _reference_quantizer()
+    assert check_gradient_fix(lambda x: reference(x) + 0.01, _colleague, derivative=_inside) is False
+    assert "must stay the same" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def digits():
+    import workbook
+
+    (_, _), (x_test, _) = workbook.load_mnist(n_train=100, n_test=64, source="bundled")
+    return x_test
+
+
+def test_check_reconstruction_passes_and_reports_the_test_mse(digits, capsys):
+    import workbook
+    from workbook.assignment_checks import check_reconstruction
+
+    model = workbook.autoencoder(bottleneck=_reference_quantizer())
+    keras_mse = model.evaluate(digits, digits, verbose=0)  # Keras's own mean squared error
+    # an untrained model scores about 0.23: a target above that passes, one below fails
+    assert check_reconstruction(model, digits, target_mse=0.5, seconds=1.0, time_budget_seconds=10) is True
+    printed = capsys.readouterr().out
+    assert float(re.search(r"MSE (\S+) <=", printed).group(1)) == pytest.approx(keras_mse, rel=1e-3)
+    assert check_reconstruction(model, digits, target_mse=0.01, seconds=1.0, time_budget_seconds=10) is False
+    assert "above the target" in capsys.readouterr().out
+    assert check_reconstruction(model, digits, target_mse=0.5, seconds=11.0, time_budget_seconds=10) is False
+    assert "over the budget" in capsys.readouterr().out
+
+
+def test_check_reconstruction_rejects_a_float_code_and_a_dead_encoder(digits, capsys):
+    import keras
+
+    import workbook
+    from workbook.assignment_checks import check_reconstruction
+
+    float_code = workbook.autoencoder(bottleneck=None)
+    assert check_reconstruction(float_code, digits, target_mse=0.5, seconds=1.0, time_budget_seconds=10) is False
+    assert "a 2-bit code takes only the values" in capsys.readouterr().out
+    no_gradient = workbook.autoencoder(bottleneck=lambda x: keras.ops.round(3 * keras.ops.clip(x, 0, 1)) / 3)
+    assert check_reconstruction(no_gradient, digits, target_mse=0.5, seconds=1.0, time_budget_seconds=10) is False
+    assert "no gradient reaches encoder" in capsys.readouterr().out
+
+
+def test_check_reconstruction_rejects_bad_arguments_by_name(digits):
+    import workbook
+    from workbook.assignment_checks import check_reconstruction
+
+    model = workbook.autoencoder()
+    with pytest.raises(ValueError, match="target_mse=-1"):
+        check_reconstruction(model, digits, target_mse=-1, seconds=1.0, time_budget_seconds=10)
+    with pytest.raises(ValueError, match=r"x_test has shape \(64, 784\)"):
+        check_reconstruction(model, digits.reshape(64, 784), target_mse=0.5, seconds=1.0, time_budget_seconds=10)
