@@ -74,6 +74,7 @@ def test_subsets_are_stratified_and_deterministic():
         ({"n_test": 2.5}, "n_test=2.5"),
         ({"source": "internet"}, "source='internet'"),
         ({"seed": "zero"}, "seed='zero'"),
+        ({"seed": -1}, "seed=-1"),
     ],
 )
 def test_bad_arguments_name_the_argument_and_the_value(kwargs, named):
@@ -134,3 +135,45 @@ def test_an_intact_keras_cache_is_used(keras_home, capsys):
     assert "Keras" in capsys.readouterr().out
     # same images, reordered, scaled to [0, 1]
     assert sorted(x_train.sum(axis=(1, 2, 3)).round(3)) == sorted((fake["x_train"] / 255.0).sum(axis=(1, 2)).astype(np.float32).round(3))
+
+
+@pytest.fixture
+def local_server(tmp_path):
+    """A web server on localhost serving the files in a folder of our own."""
+    import functools
+    import http.server
+    import threading
+
+    folder = tmp_path / "served"
+    folder.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_broken_download_never_becomes_the_cache(keras_home, local_server, monkeypatch, capsys):
+    folder, url = local_server
+    (folder / "mnist.npz").write_bytes(b"PK\x03\x04 cut off in the middle")
+    monkeypatch.setattr(data, "KERAS_MNIST_URL", f"{url}/mnist.npz")
+    (x_train, _), _ = workbook.load_mnist()
+    assert x_train.shape == (8000, 28, 28, 1) and "bundled" in capsys.readouterr().out
+    datasets = keras_home / "datasets"
+    assert not datasets.exists() or list(datasets.iterdir()) == [], "a damaged download was left behind"
+
+
+def test_a_good_download_is_checked_then_moved_into_the_cache(keras_home, local_server, monkeypatch, capsys):
+    folder, url = local_server
+    rng = np.random.default_rng(0)
+    np.savez(folder / "mnist.npz", x_train=rng.integers(0, 256, (30, 28, 28), dtype=np.uint8),
+             y_train=np.arange(30, dtype=np.uint8) % 10, x_test=rng.integers(0, 256, (10, 28, 28), dtype=np.uint8),
+             y_test=np.arange(10, dtype=np.uint8))
+    monkeypatch.setattr(data, "KERAS_MNIST_URL", f"{url}/mnist.npz")
+    (x_train, _), _ = workbook.load_mnist()
+    assert x_train.shape == (30, 28, 28, 1) and "downloaded" in capsys.readouterr().out
+    assert [p.name for p in (keras_home / "datasets").iterdir()] == ["mnist.npz"]
+    assert (keras_home / "datasets" / "mnist.npz").read_bytes() == (folder / "mnist.npz").read_bytes()

@@ -78,7 +78,8 @@ def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_s
 
     from workbook.data import load_mnist
     from workbook.models import autoencoder
-    from workbook.monitoring import GradientNormMonitor, show_figure
+    from workbook.figures import show_figure
+    from workbook.monitoring import GradientNormMonitor
 
     if x_train is None:
         (x_train, _), (x_test, _) = load_mnist(n_train=n_train, n_test=n_test, source=source, seed=seed)
@@ -104,7 +105,8 @@ def comparison_figures(runs, x_test, n_images=8):
 
     Introduced in 04_autoencoder_lab.ipynb; :func:`compare_bottlenecks` shows them.
     """
-    from workbook.monitoring import draw_gradient_norms, new_figure
+    from workbook.figures import new_figure
+    from workbook.monitoring import draw_gradient_norms
 
     labels = list(runs)
     losses = new_figure(figsize=(7, 3.4))

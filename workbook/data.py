@@ -5,6 +5,8 @@ Introduced in 00_start_here.ipynb; every training notebook calls
 """
 
 import os
+import shutil
+import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -51,8 +53,8 @@ def load_mnist(n_train=None, n_test=None, source="auto", seed=0):
         raise ValueError(f"source={source!r} is not known; use one of {', '.join(map(repr, SOURCES))}.")
     _check_count("n_train", n_train)
     _check_count("n_test", n_test)
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise ValueError(f"seed={seed!r} must be a whole number, e.g. seed=0.")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
 
     if source == "bundled":
         (x_train, y_train), (x_test, y_test) = _load_bundled()
@@ -154,10 +156,31 @@ def _load_auto():
             return _load_bundled(), f"{bundled}, because Keras's cached file is damaged and was left untouched: {error}."
     if not _site_reachable(KERAS_MNIST_URL, PROBE_TIMEOUT_SECONDS):
         return _load_bundled(), f"{bundled}, because Keras's copy is not cached and its download site cannot be reached."
-    arrays = _run_with_timeout(_load_keras, DOWNLOAD_TIMEOUT_SECONDS)
+    arrays = _run_with_timeout(lambda: _download_to_cache(KERAS_MNIST_URL, path), DOWNLOAD_TIMEOUT_SECONDS)
     if arrays is None:
         return _load_bundled(), f"{bundled}, because downloading Keras's copy did not finish within {DOWNLOAD_TIMEOUT_SECONDS:.0f} s."
     return arrays, "MNIST: Keras's full data set (60,000 / 10,000), downloaded just now into its cache."
+
+
+def _download_to_cache(url, path):
+    """Download Keras's MNIST into a temporary file beside ``path``, check it, then move it into place.
+
+    An interrupted or damaged download never becomes ``path``: only a file that
+    reads as MNIST is renamed to it, and an existing file is never replaced.
+    """
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    handle, partial = tempfile.mkstemp(prefix=".mnist-download-", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as target, urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_SECONDS) as response:
+            shutil.copyfileobj(response, target)
+        arrays = _load_cached_keras(partial)
+        if not os.path.exists(path):
+            os.replace(partial, path)
+        return arrays
+    finally:
+        if os.path.exists(partial):  # our own temporary file, never the user's
+            os.remove(partial)
 
 
 def _site_reachable(url, timeout):

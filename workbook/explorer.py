@@ -40,6 +40,11 @@ def explore_surrogates(custom=None, x_range=(-2, 2), n_points=401, start=None):
         ``status`` (source, or the error if drawing failed), ``current`` (the surrogate
         shown, with the sliders' values) and ``redraw()``.
     """
+    if custom is not None and not isinstance(custom, dict):
+        raise ValueError(
+            f"custom={custom!r} must be a dict from a name to a (forward, derivative) pair, "
+            "e.g. custom={'mine': (keras.ops.sign, my_derivative)}."
+        )
     entries = dict(SURROGATES)
     for name, value in (custom or {}).items():
         entries[name] = _as_surrogate(name, value)

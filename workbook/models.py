@@ -3,6 +3,8 @@
 Introduced in 04_autoencoder_lab.ipynb.
 """
 
+import numpy as np
+
 #: The options :func:`autoencoder` understands, with their defaults.
 DEFAULT_OPTIONS = {"learning_rate": 1e-3, "seed": 0}
 
@@ -51,7 +53,7 @@ def autoencoder(bottleneck=None, **options):
     learning_rate, seed = settings["learning_rate"], settings["seed"]
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)) or not learning_rate > 0:
         raise ValueError(f"learning_rate={learning_rate!r} must be a positive number, e.g. learning_rate=1e-3.")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
 
     import keras
@@ -60,7 +62,7 @@ def autoencoder(bottleneck=None, **options):
 
     def initializer(offset):
         # One seed per layer, so the weights depend on `seed` and nothing else.
-        return keras.initializers.GlorotUniform(seed=seed * 10 + offset)
+        return keras.initializers.GlorotUniform(seed=int(seed) * 10 + offset)
 
     model = keras.Sequential(
         [

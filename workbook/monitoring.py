@@ -31,12 +31,12 @@ What a recorded step means:
 
 import base64
 import html
-import io
 import time
 
 import keras
 import numpy as np
-from matplotlib.figure import Figure
+
+from .figures import figure_png, in_notebook, new_figure
 
 #: Marker on every function the monitor installs, so leftovers can be found.
 _MARK = "_workbook_gradient_monitor"
@@ -147,6 +147,8 @@ class GradientNormMonitor(keras.callbacks.Callback):
         if isinstance(refresh_seconds, bool) or not isinstance(refresh_seconds, (int, float)) \
                 or not refresh_seconds >= 0:
             raise ValueError(f"refresh_seconds={refresh_seconds!r} must be a number of seconds >= 0, e.g. 0.5.")
+        if not isinstance(live, (bool, np.bool_)):
+            raise ValueError(f"live={live!r} must be True (draw while training) or False (record only).")
         super().__init__()
         self.every = int(every)
         self.live = bool(live)
@@ -302,50 +304,6 @@ def remove_leftovers(model):
 
 
 # -- Pictures ---------------------------------------------------------------
-
-
-def in_notebook():
-    """True inside a Jupyter kernel with a front end (not a script, not plain IPython)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
-
-
-class LabFigure(Figure):
-    """A Figure that a notebook shows as a PNG when it is a cell's last value."""
-
-    def _repr_png_(self):
-        return figure_png(self)
-
-
-def new_figure(figsize=(7, 3.6), dpi=90):
-    """A matplotlib Figure on the Agg canvas, outside pyplot's global state.
-
-    A notebook shows it as a PNG when it is a cell's last value, with or without pyplot.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    figure = LabFigure(figsize=figsize, dpi=dpi)
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def figure_png(figure):
-    """PNG bytes of `figure`."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
-def show_figure(figure):
-    """Display `figure` in a notebook; do nothing anywhere else."""
-    if in_notebook():
-        from IPython.display import Image, display
-
-        display(Image(figure_png(figure)))
 
 
 def draw_gradient_norms(ax, history, title=None):

@@ -6,12 +6,11 @@ in 02_surrogate_zoo.ipynb. Figures are built with ``matplotlib.figure.Figure``
 as a cell's last value is shown exactly once.
 """
 
-import io
 import numbers
 
 import numpy as np
-from matplotlib.figure import Figure
 
+from .figures import PngFigure, figure_png
 from .surrogates import SURROGATES, SurrogateGradient, surrogate
 
 __all__ = ["plot_derivatives", "DerivativeFigure", "figure_png"]
@@ -19,18 +18,8 @@ __all__ = ["plot_derivatives", "DerivativeFigure", "figure_png"]
 _COLORS = {"forward": "#1f77b4", "backprop": "#d62728", "true": "#555555", "fd": "#2ca02c"}
 
 
-class DerivativeFigure(Figure):
-    """A matplotlib Figure that notebooks display as a PNG even without pyplot."""
-
-    def _repr_png_(self):
-        return figure_png(self)
-
-
-def figure_png(figure, dpi=90):
-    """The figure as PNG bytes (what the explorer puts in its image)."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi)
-    return buffer.getvalue()
+class DerivativeFigure(PngFigure):
+    """The figure :func:`plot_derivatives` returns; a notebook shows it as a PNG, no pyplot needed."""
 
 
 def resolve(fn_or_name):
