@@ -15,6 +15,7 @@ help:
 	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
 	@echo "make test    run the unit tests and execute every notebook"
 	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
+	@echo "make assignments  write the student versions (nbgrader) into course/release/"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,11 +32,21 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 lab: $(VENV)/.installed
 	$(BIN)/jupyter lab --port=$(PORT) notebooks/00_start_here.ipynb
 
+# First, in seconds: is there a browser for the end-to-end test (tests/test_browser.py)?
+# It looks for a Chromium or Chrome, then tries Playwright's own download, and if
+# neither works stops here and says how to get one. WORKBOOK_SKIP_BROWSER=1 skips
+# that test on purpose; WORKBOOK_CHROMIUM=/path/to/chromium picks the browser.
 test: $(VENV)/.installed-dev
+	$(BIN)/python tests/browser_session.py --check
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run.py
+
+# The instructor's source is notebooks/ itself; nbgrader's generate_assignment writes the
+# student versions (no solutions, no hidden tests) into course/release/. See course/README.md.
+assignments: $(VENV)/.installed-dev
+	$(BIN)/python scripts/make_assignments.py
 
 clean-venv:
 	rm -rf $(VENV)
