@@ -13,7 +13,7 @@ PORT   ?= 8888
 
 help:
 	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
-	@echo "make test    run the unit tests and execute every notebook"
+	@echo "make test    run the unit tests, execute every notebook, and drive JupyterLab in a headless browser"
 	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
 	@echo "make assignments  write the student versions (nbgrader) into course/release/"
 
@@ -30,7 +30,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	touch $@
 
 lab: $(VENV)/.installed
-	$(BIN)/jupyter lab --port=$(PORT) notebooks/00_start_here.ipynb
+	$(BIN)/python -m jupyterlab --port=$(PORT) notebooks/00_start_here.ipynb
 
 # First, in seconds: is there a browser for the end-to-end test (tests/test_browser.py)?
 # It looks for a Chromium or Chrome, then tries Playwright's own download, and if
