@@ -3,7 +3,6 @@
 import statistics
 import time
 
-import keras
 import numpy as np
 from keras import ops
 

@@ -6,7 +6,6 @@ this file's text, so the expected answer is written by hand, not computed.
 Functions listed in CLEAN let the gradient through and must report ok.
 """
 
-import keras
 import numpy as np
 import tensorflow as tf
 from keras import ops

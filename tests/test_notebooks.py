@@ -1,7 +1,5 @@
 """Every notebook runs top to bottom, and every notebook is committed clean."""
 
-import pathlib
-
 import nbformat
 import pytest
 
