@@ -47,6 +47,8 @@ def main(n_train=4000, batch_size=64, pairs=5):
     keras.utils.set_random_seed(0)
     baseline = variant(lambda: None)
     variants = {
+        # The same plain fit on a second model: how far apart two identical runs land here.
+        "no callback (A/A: the noise floor)": variant(lambda: None),
         "GradientNormMonitor(every=1)": variant(lambda: workbook.GradientNormMonitor(every=1, live=False)),
         "GradientNormMonitor(every=10)": variant(lambda: workbook.GradientNormMonitor(every=10, live=False)),
         "extra GradientTape per batch": variant(lambda: TapeNormCallback(x_batch)),
