@@ -29,8 +29,11 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# Containers and CI often run as root, which JupyterLab refuses without --allow-root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(VENV)/.installed
-	$(BIN)/python -m jupyterlab --port=$(PORT) notebooks/00_start_here.ipynb
+	$(BIN)/python -m jupyterlab --port=$(PORT) $(ALLOW_ROOT) notebooks/00_start_here.ipynb
 
 # First, in seconds: is there a browser for the end-to-end test (tests/test_browser.py)?
 # It looks for a Chromium or Chrome, then tries Playwright's own download, and if
