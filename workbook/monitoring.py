@@ -134,7 +134,9 @@ class GradientNormMonitor(keras.callbacks.Callback):
         runs. Without a notebook front end nothing is ever shown or printed.
     refresh_seconds : float
         Least time between two redraws of the live figure (one more is
-        always drawn when ``fit`` ends).
+        always drawn when ``fit`` ends). Above 0, a redraw also waits nine
+        times as long as the last one took, so drawing never costs more
+        than about a tenth of the training time; 0 draws every record.
 
     Attributes
     ----------
@@ -371,11 +373,13 @@ class _LiveFigure:
         self.figure.subplots_adjust(left=0.11, right=0.97, bottom=0.15, top=0.9)
         self.image = self.caption = None
         self.last_drawn = 0.0
+        self.last_cost = 0.0  # seconds the last redraw took
         self.redraws = 0
 
     def show(self, history, final=False):
         started = time.monotonic()
-        if self.image is not None and not final and started - self.last_drawn < self.refresh_seconds:
+        gap = max(self.refresh_seconds, 9 * self.last_cost) if self.refresh_seconds > 0 else 0.0
+        if self.image is not None and not final and started - self.last_drawn < gap:
             return
         from IPython.display import display
 
@@ -395,3 +399,4 @@ class _LiveFigure:
             self.caption.update(caption, raw=True)
         self.redraws += 1
         self.last_drawn = started
+        self.last_cost = time.monotonic() - started
