@@ -19,9 +19,10 @@ def measure(function):
 def interleaved(baseline, variants, pairs=5, warmup=1):
     """Run ``baseline`` and each variant alternately; return {name: ratio summary}.
 
-    ``variants`` maps a name to a callable. Each round runs the baseline, then
-    every variant (in a rotating order so none always runs right after the
-    baseline), and the ratios compare each variant with that round's baseline.
+    ``variants`` maps a name to a callable. Each round runs the baseline and
+    every variant once, in an order that rotates from round to round (so no
+    one always runs first, or right after another), and the ratios compare
+    each variant with that round's baseline.
     """
     for _ in range(warmup):
         baseline()
@@ -30,12 +31,16 @@ def interleaved(baseline, variants, pairs=5, warmup=1):
     names = list(variants)
     ratios = {name: {"cpu": [], "wall": []} for name in names}
     seconds = {name: [] for name in ["baseline"] + names}
+    everyone = [None] + names  # None: the baseline
     for round_index in range(pairs):
-        base_cpu, base_wall = measure(baseline)
+        shift = round_index % len(everyone)
+        timings = {}
+        for name in everyone[shift:] + everyone[:shift]:
+            timings[name] = measure(baseline if name is None else variants[name])
+        base_cpu, base_wall = timings[None]
         seconds["baseline"].append(base_cpu)
-        order = names[round_index % len(names):] + names[: round_index % len(names)] if names else []
-        for name in order:
-            cpu, wall = measure(variants[name])
+        for name in names:
+            cpu, wall = timings[name]
             seconds[name].append(cpu)
             ratios[name]["cpu"].append(cpu / base_cpu)
             ratios[name]["wall"].append(wall / base_wall)

@@ -113,9 +113,12 @@ def test_release_holds_no_solution_and_no_hidden_test(path):
 @pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.name)
 def test_release_answer_cells_raise_not_implemented(path):
     released = nbformat.read(path, as_version=4)
-    answers = [c for c in released.cells if nbgrader_meta(c).get("solution") and c.cell_type == "code"]
+    answers = [c for c in released.cells if nbgrader_meta(c).get("solution")]
     assert answers, f"{path.name} has no answer cells"
     for cell in answers:
+        if cell.cell_type == "markdown":  # a written answer: the student starts from a blank
+            assert cell.source.strip() == "YOUR ANSWER HERE", f"{path.name}: {nbgrader_meta(cell)['grade_id']}"
+            continue
         namespace = {}
         with pytest.raises(NotImplementedError):
             exec(compile(cell.source, f"{path.name}:{nbgrader_meta(cell)['grade_id']}", "exec"), namespace)

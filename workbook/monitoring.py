@@ -131,7 +131,10 @@ class GradientNormMonitor(keras.callbacks.Callback):
         Record every `every`-th batch (counted over all fits).
     live : bool
         In a notebook, show a figure that updates in place while ``fit``
-        runs. Without a notebook front end nothing is ever shown or printed.
+        runs. In a script or plain Python nothing is ever shown or printed. A
+        kernel driven by a program (nbclient, nbgrader, papermill) cannot be
+        told apart from one in JupyterLab: it gets the same single figure,
+        replaced in place, so its output never grows.
     refresh_seconds : float
         Least time between two redraws of the live figure (one more is
         always drawn when ``fit`` ends). Above 0, a redraw also waits nine
