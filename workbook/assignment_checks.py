@@ -11,6 +11,8 @@ import numbers
 
 import numpy as np
 
+from .checks import check_range, report_mismatch
+
 __all__ = ["check_quantizer", "check_gradient_fix", "check_reconstruction", "LEVELS"]
 
 #: The four values of a 2-bit code in [0, 1].
@@ -48,7 +50,7 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
     """
     import tensorflow as tf
 
-    _check_range("x_range", x_range)
+    check_range("x_range", x_range)
     if isinstance(n_points, bool) or not isinstance(n_points, numbers.Integral) or n_points < 2:
         raise ValueError(f"n_points={n_points!r} must be a whole number of at least 2.")
     x = _away_from(_inputs(x_range, n_points, seed), _TIES)
@@ -65,7 +67,7 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
         return False
 
     expected = np.round(3 * np.clip(x, 0, 1)) / 3
-    if not _matches(f"{name}(x)", "round(3 clip(x, 0, 1)) / 3", x, expected, got):
+    if not report_mismatch(f"{name}(x)", "round(3 clip(x, 0, 1)) / 3", x, expected, got):
         off = np.abs(got[:, None] - np.array(LEVELS)[None, :]).min(axis=1) > 1e-6
         if off.any():
             i = int(np.argmax(off))
@@ -81,7 +83,7 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
         return False
     got_derivative = _as_array(grad, x.shape, f"the gradient of {name}")
     inside = ((x >= 0) & (x <= 1)).astype(float)
-    if not _matches(f"the gradient of {name}", "1 for 0 <= x <= 1, else 0", x, inside, got_derivative):
+    if not report_mismatch(f"the gradient of {name}", "1 for 0 <= x <= 1, else 0", x, inside, got_derivative):
         if np.allclose(got_derivative, 0):
             print("  It is 0 everywhere: backprop used round's own derivative, not a surrogate.")
         elif np.allclose(got_derivative, 1):
@@ -142,7 +144,7 @@ def check_gradient_fix(fixed, original, derivative=None, example=None, seed=0):
         return False
 
     flat = x.reshape(-1) if expected.shape == x.shape else np.arange(expected.size, dtype="float32")
-    if not _matches(f"{name}(x)", f"{_name(original, 'the original')}(x)", flat, expected.reshape(-1), got.reshape(-1)):
+    if not report_mismatch(f"{name}(x)", f"{_name(original, 'the original')}(x)", flat, expected.reshape(-1), got.reshape(-1)):
         print("  A fix changes the backward pass only: the values going forward must stay the same.")
         return False
     print(f"✓ {name}(x) returns the same values as {_name(original, 'the original')}(x) on {x.size:,} inputs.")
@@ -154,7 +156,7 @@ def check_gradient_fix(fixed, original, derivative=None, example=None, seed=0):
         return _no_break_left(fixed, xt, name)
     flat = x.reshape(-1)
     got_derivative = _as_array(grad, x.shape, f"the gradient of {name}").reshape(-1)
-    if not _matches(f"the gradient of {name}", "derivative(x)", flat, expected_derivative.reshape(-1), got_derivative):
+    if not report_mismatch(f"the gradient of {name}", "derivative(x)", flat, expected_derivative.reshape(-1), got_derivative):
         if np.allclose(got_derivative, 0):
             _explain_break(fixed, xt)
         return False
@@ -319,12 +321,6 @@ def _describe(error):
     return f"{type(error).__name__}: {error}"
 
 
-def _check_range(argument, value):
-    if not (isinstance(value, (tuple, list)) and len(value) == 2
-            and all(isinstance(v, numbers.Real) for v in value) and value[0] < value[1]):
-        raise ValueError(f"{argument}={value!r} must be a pair (low, high) with low < high.")
-
-
 def _inputs(x_range, n_points, seed):
     low, high = float(x_range[0]), float(x_range[1])
     rng = np.random.default_rng(seed)
@@ -344,13 +340,3 @@ def _as_array(value, shape, what):
     if shape is not None and array.shape != shape:
         raise ValueError(f"{what} has shape {array.shape}; it must have the input's shape {shape}.")
     return array
-
-
-def _matches(what, reference, x, expected, got, atol=1e-5):
-    bad = ~np.isclose(got, expected, rtol=1e-5, atol=atol)
-    if not bad.any():
-        return True
-    i = int(np.argmax(np.where(bad, np.abs(np.nan_to_num(got - expected, nan=np.inf)), -1)))
-    print(f"✗ {what} differs from {reference} at {int(bad.sum()):,} of {len(x):,} inputs. "
-          f"Worst at x = {x[i]:.4g}: expected {expected[i]:.4g}, got {got[i]:.4g}.")
-    return False

@@ -43,8 +43,7 @@ def check_surrogate(fn, forward, derivative, x_range=(-3, 3), n_points=601, n_sa
     """
     import tensorflow as tf
 
-    if not (isinstance(x_range, (tuple, list)) and len(x_range) == 2 and x_range[0] < x_range[1]):
-        raise ValueError(f"x_range={x_range!r} must be a pair (low, high) with low < high.")
+    check_range("x_range", x_range)
     x = _inputs(x_range, n_points, n_samples, seed)
     name = getattr(fn, "name", None) or getattr(fn, "__name__", "fn")
     try:
@@ -64,7 +63,7 @@ def check_surrogate(fn, forward, derivative, x_range=(-3, 3), n_points=601, n_sa
     except Exception as error:
         print(f"✗ {name} raised {type(error).__name__} on {len(x)} inputs in {list(x_range)}:\n  {error}")
         return False
-    if not _report(f"{name}(x)", "forward(x)", x, expected_y, got_y, rtol, atol):
+    if not report_mismatch(f"{name}(x)", "forward(x)", x, expected_y, got_y, rtol, atol):
         return False
     if grad is None:
         print(f"✗ {name}(x) has no gradient at all (TensorFlow gives None): backprop stops inside "
@@ -72,7 +71,7 @@ def check_surrogate(fn, forward, derivative, x_range=(-3, 3), n_points=601, n_sa
               f"workbook.surrogate(forward, derivative) or tf.custom_gradient.")
         return False
     got_d = _numpy(grad, x.shape)
-    if not _report(f"the gradient of {name}", "derivative(x)", x, expected_d, got_d, rtol, atol):
+    if not report_mismatch(f"the gradient of {name}", "derivative(x)", x, expected_d, got_d, rtol, atol):
         if np.allclose(got_d, 0):
             print("  The gradient is 0 everywhere: backprop used the forward's own derivative.")
         elif np.allclose(got_d, 1):
@@ -119,7 +118,20 @@ def _numpy(value, shape):
     return array
 
 
-def _report(what, reference, x, expected, got, rtol, atol):
+def check_range(argument, value):
+    """Refuse anything but two finite numbers (low, high) with low < high, naming ``argument``."""
+    ok = (isinstance(value, (tuple, list)) and len(value) == 2
+          and all(isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) for v in value)
+          and value[0] < value[1])
+    if not ok:
+        raise ValueError(f"{argument}={value!r} must be two finite numbers (low, high) with low < high.")
+
+
+def report_mismatch(what, reference, x, expected, got, rtol=1e-5, atol=1e-5):
+    """True if ``got`` matches ``expected``; else print how many inputs differ and the worst one.
+
+    Every self-check (here and in assignment_checks.py) speaks through this.
+    """
     bad = ~np.isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
     if not bad.any():
         return True

@@ -10,6 +10,7 @@ import numbers
 
 import numpy as np
 
+from .checks import check_range
 from .figures import PngFigure, figure_png
 from .surrogates import SURROGATES, SurrogateGradient, surrogate
 
@@ -42,11 +43,7 @@ def resolve(fn_or_name):
 
 
 def _check_range(x_range, n_points):
-    ok = (isinstance(x_range, (tuple, list)) and len(x_range) == 2
-          and all(isinstance(v, numbers.Real) and np.isfinite(v) for v in x_range)
-          and x_range[0] < x_range[1])
-    if not ok:
-        raise ValueError(f"x_range={x_range!r} must be two finite numbers (low, high) with low < high.")
+    check_range("x_range", x_range)
     whole = isinstance(n_points, numbers.Integral) and not isinstance(n_points, bool)
     if not whole or not 3 <= n_points <= 100_000:
         raise ValueError(f"n_points={n_points!r} must be a whole number from 3 to 100000.")
