@@ -4,10 +4,22 @@ The knobs in a notebook's `parameters` cell use the workbook's fixed
 vocabulary; every name below that the cell assigns is overridden by a cell
 injected right after it (as papermill does), so each notebook runs in
 seconds in the test suite and at full size for students.
+
+The notebook runs the way a student's machine or a hub runs it: nbclient in a
+process of its own (``python notebook_runner.py IN OUT``), started with an
+environment that has no ``PYTEST_*`` and no ``TF_*`` variables and a home folder
+of its own. Under pytest, ipykernel stops forwarding what the process writes to
+file descriptor 2, so a kernel started from the test process itself would hide
+every stderr line a student sees in red.
 """
 
+import argparse
 import ast
+import os
 import pathlib
+import subprocess
+import sys
+import tempfile
 import time
 
 import nbformat
@@ -70,18 +82,65 @@ def reduced_notebook(path):
     return notebook
 
 
-def execute(path, timeout_per_cell=600):
-    """Run the reduced notebook in a fresh kernel; return (notebook, seconds). Raises on any error."""
-    notebook = reduced_notebook(path)
-    client = NotebookClient(
-        notebook,
-        timeout=timeout_per_cell,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
-    )
-    started = time.perf_counter()
-    client.execute()
-    return notebook, time.perf_counter() - started
+# Variables a student's kernel never has: pytest's, and TensorFlow's log switches that the
+# test suite or a developer's shell may set (the notebooks must be quiet without them).
+_NOT_A_STUDENTS = ("PYTEST_", "TF_")
+# Per-user folders, so that they all follow HOME.
+_PER_USER = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_PATH",
+             "JUPYTER_CONFIG_PATH", "IPYTHONDIR", "MPLCONFIGDIR", "KERAS_HOME")
+
+
+def clean_environment(home, base=None):
+    """``base`` (default: this process's environment) as a fresh kernel on a hub would see it.
+
+    No ``PYTEST_*`` or ``TF_*`` variables; ``home`` as HOME, with every per-user folder of
+    Jupyter, IPython, Matplotlib and Keras below it; this Python's scripts first on PATH.
+    """
+    env = {name: value for name, value in (os.environ if base is None else base).items()
+           if not name.startswith(_NOT_A_STUDENTS) and name not in _PER_USER}
+    env["HOME"] = str(home)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    return env
+
+
+_session_home = []
+
+
+def session_home():
+    """One fresh home folder for every notebook this test session runs."""
+    if not _session_home:
+        _session_home.append(tempfile.mkdtemp(prefix="student-home-"))
+    return _session_home[0]
+
+
+def execute(path, timeout_per_cell=600, home=None):
+    """Run the reduced notebook in a fresh kernel, in a clean process; return (notebook, seconds).
+
+    Errors do not raise: they stay in the executed notebook, as in a student's (see
+    :func:`error_outputs` and :func:`stderr_outputs`).
+    """
+    with tempfile.TemporaryDirectory(prefix="notebook-run-") as folder:
+        reduced, executed = pathlib.Path(folder, "reduced.ipynb"), pathlib.Path(folder, "executed.ipynb")
+        nbformat.write(reduced_notebook(path), reduced)
+        command = [sys.executable, __file__, str(reduced), str(executed), "--timeout", str(timeout_per_cell),
+                   "--cwd", str(pathlib.Path(path).resolve().parent)]
+        started = time.perf_counter()
+        result = subprocess.run(command, env=clean_environment(home or session_home()), capture_output=True,
+                                text=True)
+        seconds = time.perf_counter() - started
+        if result.returncode != 0 or not executed.exists():
+            raise RuntimeError(f"running {pathlib.Path(path).name} failed:\n{result.stdout}\n{result.stderr}")
+        return nbformat.read(executed, as_version=4), seconds
+
+
+def stderr_outputs(notebook):
+    """Every stderr stream output of the executed notebook, as 'cell N: first line'."""
+    found = []
+    for number, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                found.append(f"cell {number}: {output['text'].strip()[:300]}")
+    return found
 
 
 def error_outputs(notebook):
@@ -92,3 +151,22 @@ def error_outputs(notebook):
             if output.get("output_type") == "error":
                 errors.append(f"cell {number}: {output['ename']}: {output['evalue']}")
     return errors
+
+
+def main(argv=None):
+    """Execute IN (already reduced) with nbclient and write the executed notebook to OUT."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("notebook")
+    parser.add_argument("out")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--cwd", default=str(NOTEBOOKS), help="the kernel's working folder")
+    args = parser.parse_args(argv)
+    notebook = nbformat.read(args.notebook, as_version=4)
+    client = NotebookClient(notebook, timeout=args.timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": args.cwd}})
+    client.execute()
+    nbformat.write(notebook, args.out)
+
+
+if __name__ == "__main__":
+    main()

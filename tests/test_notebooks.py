@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 
-from notebook_runner import NOTEBOOKS, error_outputs, execute, parameters_cell_index
+from notebook_runner import NOTEBOOKS, error_outputs, execute, parameters_cell_index, stderr_outputs
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
@@ -36,8 +36,12 @@ def test_notebook_follows_the_conventions(path):
 @pytest.mark.notebook
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes_without_errors(path):
+def test_notebook_executes_without_errors_or_stderr(path):
+    # In a process of its own with a student's environment (no PYTEST_* or TF_* variables):
+    # anything written to stderr there is a red box for the student, and 0 points in nbgrader.
     notebook, seconds = execute(path)
     errors = error_outputs(notebook)
     assert not errors, f"{path.name} raised: " + "; ".join(errors)
+    stderr = stderr_outputs(notebook)
+    assert not stderr, f"{path.name} wrote to stderr: " + "; ".join(stderr)
     print(f"{path.name}: {seconds:.1f} s")

@@ -21,7 +21,10 @@ def setup(seed=0, quiet=True):
         The seed for ``random``, NumPy and TensorFlow (through
         ``keras.utils.set_random_seed``).
     quiet : bool
-        Hide TensorFlow's C++ and Python info messages.
+        Keep TensorFlow's start-up and runtime log lines (C++ and Python) out of the
+        output, and build Matplotlib's font cache without its one-time message. Call
+        ``setup`` before importing TensorFlow or Matplotlib: their start-up lines are
+        written when they load.
 
     Returns
     -------
@@ -31,8 +34,7 @@ def setup(seed=0, quiet=True):
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
     if quiet:
-        # Read by TensorFlow's C++ runtime when it loads; harmless once loaded.
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        _quiet_tensorflow()
     import keras
     import tensorflow as tf
 
@@ -48,6 +50,27 @@ def setup(seed=0, quiet=True):
     np.random.seed(seed)
     keras.utils.set_random_seed(seed)
     return environment_report()
+
+
+def _quiet_tensorflow():
+    """Silence what TensorFlow and Matplotlib write to stderr on their own."""
+    import logging
+
+    from .quiet import filter_native_log
+
+    # Older TensorFlow reads this when its runtime loads; newer TensorFlow logs through
+    # Abseil before Abseil is set up, which no variable silences: the filter does.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    filter_native_log()
+    # The first import of Matplotlib in a new home folder logs "Matplotlib is building
+    # the font cache; this may take a moment." as a warning, which a notebook shows in red.
+    font_logger = logging.getLogger("matplotlib.font_manager")
+    level = font_logger.level
+    font_logger.setLevel(logging.ERROR)
+    try:
+        import matplotlib.font_manager  # noqa: F401 (builds the cache once)
+    finally:
+        font_logger.setLevel(level)
 
 
 def environment_report():
