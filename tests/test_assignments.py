@@ -1,11 +1,11 @@
-"""Course assignments through real nbgrader: the student versions, and the grades they get.
+"""Course assignments: nbgrader's metadata, the student versions, and the self-checks.
 
-The round trip runs in a temporary course directory with a temporary home, so neither
-the repository nor the user's Jupyter, IPython or Keras folders are written to.
+Grading them for real, through a hub's round trip, is tests/test_grading.py. nbgrader runs
+in a temporary course directory with a temporary home, so neither the repository nor the
+user's Jupyter, IPython or Keras folders are written to.
 """
 
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
@@ -15,7 +15,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from notebook_runner import NOTEBOOKS, reduced_notebook
+from notebook_runner import NOTEBOOKS, clean_environment
 
 ROOT = NOTEBOOKS.parent
 COURSE = ROOT / "course"
@@ -143,16 +143,8 @@ def test_release_is_committed_locked_and_without_outputs(path):
 
 @pytest.fixture(scope="module")
 def nbgrader_env(tmp_path_factory):
-    """The environment for nbgrader and its kernels, with every per-user folder in a temp home."""
-    home = tmp_path_factory.mktemp("home")
-    env = make_assignments.with_venv_on_path(dict(os.environ, HOME=str(home)))
-    for variable, folder in [("JUPYTER_CONFIG_DIR", ".jupyter"), ("JUPYTER_DATA_DIR", ".local/share/jupyter"),
-                             ("JUPYTER_RUNTIME_DIR", ".local/share/jupyter/runtime"), ("IPYTHONDIR", ".ipython"),
-                             ("MPLCONFIGDIR", ".config/matplotlib"), ("KERAS_HOME", ".keras")]:
-        env[variable] = str(home / folder)
-    env.pop("JUPYTER_PATH", None)
-    env.pop("JUPYTER_CONFIG_PATH", None)
-    return env
+    """A hub's environment for nbgrader and its kernels: a temporary home, no PYTEST_* or TF_* variables."""
+    return clean_environment(tmp_path_factory.mktemp("home"))
 
 
 def nbgrader(course, env, *args):
@@ -185,80 +177,6 @@ def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
         assert len(fresh.cells) == len(committed.cells) and not stale, (
             f"{committed_path.name}: cells {stale or 'count'} differ from what nbgrader makes of "
             f"notebooks/{committed_path.name}; run `make assignments`")
-
-
-def _answer_text(cell):
-    """A solution cell's source with the solution markers taken out: what a student would write."""
-    return "\n".join(line for line in cell.source.splitlines()
-                     if line.strip() not in make_assignments.SOLUTION_MARKERS)
-
-
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory, nbgrader_env):
-    """Autograde three submissions of the (turned-down) assignment; return {student: {grade_id: score}}."""
-    from nbgrader.api import Gradebook
-
-    course = new_course(tmp_path_factory.mktemp("grading"))
-    source = reduced_notebook(NOTEBOOKS / f"{ASSIGNMENT}.ipynb")  # as the notebook tests run it
-    (course / "source" / ASSIGNMENT).mkdir(parents=True)
-    nbformat.write(source, course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
-    nbgrader(course, nbgrader_env, "generate_assignment", ASSIGNMENT, "--force")
-    release = nbformat.read(course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-
-    half_right = nbformat.from_dict(release)  # part (a) right, part (b) wrong, part (c) not done
-    solutions = {nbgrader_meta(c)["grade_id"]: c for c in source.cells if nbgrader_meta(c).get("solution")}
-    for cell in half_right.cells:
-        grade_id = nbgrader_meta(cell).get("grade_id")
-        if grade_id == "a_quantize_2bit":
-            cell.source = _answer_text(solutions[grade_id])
-        elif grade_id == "b_culprit_answer":  # the note, not the finding
-            cell.source = 'culprit_op = "Round"\nculprit_variable = "levels"'
-        elif grade_id == "b_fix_answer":  # a "fix" that changes nothing
-            cell.source = "fixed_bottleneck = colleague_bottleneck"
-
-    for student, notebook in [("solution", source), ("untouched", release), ("half_right", half_right)]:
-        folder = course / "submitted" / student / ASSIGNMENT
-        folder.mkdir(parents=True)
-        nbformat.write(notebook, folder / f"{ASSIGNMENT}.ipynb")
-    nbgrader(course, nbgrader_env, "autograde", ASSIGNMENT, "--force")
-
-    scores = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        for student in ("solution", "untouched", "half_right"):
-            scores[student] = {
-                grade_id: gradebook.find_grade(grade_id, ASSIGNMENT, ASSIGNMENT, student).score
-                for grade_id in ASSIGNMENT_POINTS
-            }
-            assert gradebook.find_submission(ASSIGNMENT, student).score == sum(scores[student].values())
-    return course, scores
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_autograding_the_source_gives_full_marks(graded):
-    _, scores = graded
-    assert scores["solution"] == ASSIGNMENT_POINTS
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_autograding_the_untouched_release_gives_zero_without_crashing(graded):
-    course, scores = graded
-    assert scores["untouched"] == {grade_id: 0 for grade_id in ASSIGNMENT_POINTS}
-    autograded = nbformat.read(course / "autograded" / "untouched" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
-                               as_version=4)
-    errors = {nbgrader_meta(c).get("grade_id"): o.ename for c in autograded.cells if c.cell_type == "code"
-              for o in c.outputs if o.output_type == "error"}
-    assert errors["a_quantize_2bit"] == "NotImplementedError"  # the answer cell ran and raised
-    assert set(ASSIGNMENT_POINTS) <= set(errors)  # every check ran, and failed
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_autograding_a_half_right_submission_gives_partial_marks(graded):
-    _, scores = graded
-    assert scores["half_right"] == {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 0,
-                                    "c_reconstruction": 0}
 
 
 # --- the self-checks students run (workbook/assignment_checks.py) ---------------------------

@@ -15,6 +15,7 @@ _EXPORTS = {
     # environment.py: seeding, quiet logs, versions (00_start_here)
     "setup": "environment",
     "environment_report": "environment",
+    "warnings_as_output": "environment",
     # data.py: MNIST with or without a network (00_start_here)
     "load_mnist": "data",
     # surrogates.py: forward one function, backpropagate another (01, 02)

@@ -45,6 +45,9 @@ _LIBRARIES = ("builtins", "math", "time", "subprocess", "json", "tempfile", "os"
               "keras.layers", "tensorflow")
 
 
+# The fresh process's fingerprints, by the modules asked for.
+_pristine = {}
+
 # What a Jupyter kernel itself replaces: ipykernel routes input() to the front end.
 _KERNEL_REPLACES = frozenset({"builtins.input"})
 
@@ -141,12 +144,15 @@ def replaced_functions(timeout=120):
     import workbook
 
     resolved = sorted(name for name in vars(workbook) if name in getattr(workbook, "_EXPORTS", {}))
-    request = json.dumps({"modules": names, "workbook_names": resolved})
-    result = subprocess.run([sys.executable, "-I", "-m", "workbook.grading", "fingerprints"], input=request,
-                            capture_output=True, text=True, timeout=timeout, env=_pristine_environment())
-    if result.returncode != 0:
-        raise RuntimeError(f"the fresh process could not report its functions:\n{result.stderr[-2000:]}")
-    pristine = json.loads(result.stdout.strip().splitlines()[-1])
+    key = (tuple(names), tuple(resolved))
+    if key not in _pristine:  # one fresh process per kernel and set of modules: it takes seconds
+        request = json.dumps({"modules": names, "workbook_names": resolved})
+        result = subprocess.run([sys.executable, "-I", "-m", "workbook.grading", "fingerprints"], input=request,
+                                capture_output=True, text=True, timeout=timeout, env=_pristine_environment())
+        if result.returncode != 0:
+            raise RuntimeError(f"the fresh process could not report its functions:\n{result.stderr[-2000:]}")
+        _pristine[key] = json.loads(result.stdout.strip().splitlines()[-1])
+    pristine = _pristine[key]
     here = _fingerprints(names)
     return sorted(name for name, fingerprint in here.items()
                   if name in pristine and pristine[name] != fingerprint and name not in _KERNEL_REPLACES)
