@@ -193,8 +193,8 @@ def rendered(figure):
 
 
 def test_legend_never_covers_the_x_label_in_a_grid_of_panels():
-    """Notebook 02 draws every catalog entry in a 4 x 3 grid; each legend goes under its "x"."""
-    figure = Figure(figsize=(14, 13), layout="constrained")
+    """Notebook 02 draws every catalog entry in a 4 x 3 grid, 11 x 14 inches; each legend goes under its "x"."""
+    figure = Figure(figsize=(11, 14), layout="constrained")
     for ax, name in zip(figure.subplots(4, 3).flat, SURROGATES):
         plot_derivatives(name, n_points=51, ax=ax)
     renderer = rendered(figure)
@@ -203,7 +203,9 @@ def test_legend_never_covers_the_x_label_in_a_grid_of_panels():
         legend = ax.get_legend().get_window_extent(renderer)
         assert not overlaps(label, legend), f"{ax.get_title()}: the legend covers the x-axis label"
         assert legend.y1 <= label.y0, f"{ax.get_title()}: the legend should sit below the x-axis label"
-    # and no legend reaches into the panel below it
+    # no two legends touch, and no legend reaches into the panel below it
+    legends = [ax.get_legend().get_window_extent(renderer) for ax in figure.axes]
+    assert not any(overlaps(a, b) for i, a in enumerate(legends) for b in legends[i + 1:])
     for upper, lower in zip(figure.axes[:-3], figure.axes[3:]):
         assert not overlaps(upper.get_legend().get_window_extent(renderer), lower.get_window_extent(renderer))
 
@@ -231,12 +233,18 @@ def test_gradient_norms_never_draw_zero_or_none_at_a_number():
     figure = Figure(figsize=(7, 3.6))
     ax = figure.subplots()
     draw_gradient_norms(ax, lab_history(), title="integer cast")
-    labels = {tick.get_text(): tick.get_position()[1] for tick in ax.get_yticklabels()}
-    assert "encoder: None" in labels and "decoder: 0" in labels
+    ticks = [(tick.get_text(), tick.get_position()[1]) for tick in ax.get_yticklabels()]
+    rows = [y for text, y in ticks if text in ("None", "0")]
+    assert [text for text, _ in ticks if text in ("None", "0")] == ["None", "0"]
     # each on a row of its own, below every decade the axis labels as a number
-    rows = [labels["encoder: None"], labels["decoder: 0"]]
-    decades = [y for text, y in labels.items() if text.startswith("$10^")]
+    decades = [y for text, y in ticks if text.startswith("$10^")]
     assert rows[0] != rows[1] and max(rows) < min(decades)
+    # each row named just above itself, inside the axes, and no two names overlap
+    names = {text.get_text(): text for text in ax.texts}
+    assert set(names) == {"encoder: no gradient", "decoder: gradient exactly 0"}
+    renderer = rendered(figure)
+    boxes = [text.get_window_extent(renderer) for text in names.values()]
+    assert not overlaps(*boxes) and all(ax.get_window_extent(renderer).contains(b.x0, b.y0) for b in boxes)
     # the only curve at a number is the layer with a positive gradient, at its own values
     curves = [line for line in ax.lines if not line.get_label().startswith("_")]
     assert [line.get_label() for line in curves] == ["output"]

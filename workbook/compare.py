@@ -143,7 +143,7 @@ def comparison_figures(runs, x_test, n_images=8):
 
     columns = min(len(labels), 3)
     rows = -(-len(labels) // columns)
-    norms = new_figure(figsize=(4.4 * columns, 3.3 * rows + 0.5))
+    norms = new_figure(figsize=(4.0 * columns, 3.2 * rows + 0.5))
     norms.set_layout_engine("constrained")
     axes = np.atleast_1d(norms.subplots(rows, columns, squeeze=False).ravel())
     histories = [runs[label].gradients for label in labels]

@@ -76,9 +76,9 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
 
     Introduced in 04_autoencoder_lab.ipynb. A log axis cannot show 0, so nothing that is 0
     or None is drawn at a number: below the lowest decade, past a dashed break, each layer
-    that ever had no gradient (red x) or a gradient of exactly 0 (orange o) gets a row of
-    its own, labelled on the y-axis ("encoder: None", "decoder: 0"), so no two markers or
-    labels lie on top of each other.
+    that ever had no gradient (red x, tick "None") or a gradient of exactly 0 (orange o,
+    tick "0") gets a row of its own, named just above it ("encoder: no gradient"), so no two
+    markers or labels lie on top of each other.
 
     Parameters
     ----------
@@ -109,13 +109,17 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
             ax.plot(steps, curve, color=LAYER_COLORS[j % len(LAYER_COLORS)], lw=1.8, label=name)
     rows = rows_below_the_break(history)
     levels = [10.0 ** (low - 1 - 0.5 * i) for i in range(len(rows))]
-    for level, (label, color, marker, mask) in zip(levels, rows):
+    for level, (label, tick, color, marker, mask) in zip(levels, rows):
         ax.plot(steps, np.where(mask, level, np.nan), color=color, ls="--", lw=2, marker=marker, ms=5,
                 label=None)
+        # The layer's name inside the axes, just above its own row: it never meets another row.
+        ax.annotate(label, xy=(0.01, level), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                    textcoords="offset points", va="bottom", color=color, fontsize="small",
+                    fontweight="bold")
     decade_ticks = [10.0 ** k for k in range(low, high + 1)]
     ax.set_yticks(decade_ticks + levels,
-                  [f"$10^{{{k}}}$" for k in range(low, high + 1)] + [label for label, *_ in rows])
-    for tick, (_, color, *_) in zip(ax.get_yticklabels()[len(decade_ticks):], rows):
+                  [f"$10^{{{k}}}$" for k in range(low, high + 1)] + [tick for _, tick, *_ in rows])
+    for tick, (_, _, color, *_) in zip(ax.get_yticklabels()[len(decade_ticks):], rows):
         tick.set_color(color)
         tick.set_fontweight("bold")
     ax.minorticks_off()
@@ -140,12 +144,12 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
 
 
 def rows_below_the_break(history):
-    """(label, colour, marker, mask of records) for each "None" or "0" row of the figure."""
+    """(label, tick label, colour, marker, mask of records) for each "None" or "0" row of the figure."""
     rows = []
     for j, name in enumerate(history.layers):
         dead, values = history.no_gradient[:, j], history.norms[:, j]
         if dead.any():
-            rows.append((f"{name}: None", NO_GRADIENT_COLOR, "x", dead))
+            rows.append((f"{name}: no gradient", "None", NO_GRADIENT_COLOR, "x", dead))
         if ((values == 0) & ~dead).any():
-            rows.append((f"{name}: 0", ZERO_GRADIENT_COLOR, "o", (values == 0) & ~dead))
+            rows.append((f"{name}: gradient exactly 0", "0", ZERO_GRADIENT_COLOR, "o", (values == 0) & ~dead))
     return rows
