@@ -253,7 +253,7 @@ def test_surrogate_explorer_redraws_when_a_slider_moves(session):
         figures_as_shown(tab, "02")
 
 
-def figures_as_shown(tab, prefix, smallest_scale=0.75):
+def figures_as_shown(tab, prefix, smallest_scale=0.7):
     """Screenshot every figure in the notebook's outputs at the size the page shows it.
 
     Saved as build/screenshots/<prefix>_figure_<n>.png, to be looked at; and no figure may
