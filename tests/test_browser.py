@@ -26,7 +26,7 @@ from browser_session import (
 from notebook_runner import NOTEBOOKS, error_outputs, reduced_notebook
 
 # The three tests together are limited to 10 minutes (180 + 180 + 240 s); on two
-# cores they take about 1.5. The timeouts raise inside the test (method="signal"),
+# cores they take about 2. The timeouts raise inside the test (method="signal"),
 # so the session's teardown still stops JupyterLab, its kernels and the browser.
 pytestmark = pytest.mark.browser
 
@@ -250,6 +250,35 @@ def test_surrogate_explorer_redraws_when_a_slider_moves(session):
             f"moving the slider from {value_before} to {value_after} changed only {share:.3%} of the plot")
         assert explorer.locator("img").count() == 1, "the explorer should hold one plot, replaced in place"
         print(f"explorer: slider {value_before} -> {value_after}, {share:.2%} of the plot's pixels changed")
+        figures_as_shown(tab, "02")
+
+
+def figures_as_shown(tab, prefix, smallest_scale=0.7):
+    """Screenshot every figure in the notebook's outputs at the size the page shows it.
+
+    Saved as build/screenshots/<prefix>_figure_<n>.png, to be looked at; and no figure may
+    be squeezed below `smallest_scale` of its own size, where its text would be too small.
+    """
+    images = tab.panel.locator(".jp-OutputArea-output img")
+    scales = []
+    for number in range(images.count()):
+        image = images.nth(number)
+        image.scroll_into_view_if_needed()
+        wait_until_drawn(tab, image)
+        shown, natural, height = image.evaluate(
+            "img => [img.getBoundingClientRect().width, img.naturalWidth, img.getBoundingClientRect().height]")
+        # A figure taller than the window would come out cut by the toolbars: grow the window
+        # for the shot (its width, and so the figure's shown size, stays the same).
+        tab.page.set_viewport_size({**VIEWPORT, "height": max(VIEWPORT["height"], int(height) + 300)})
+        image.scroll_into_view_if_needed()
+        tab.screenshot(f"{prefix}_figure_{number + 1}", locator=image)
+        tab.page.set_viewport_size(VIEWPORT)
+        scales.append(round(shown / natural, 2))
+    assert scales and min(scales) >= smallest_scale, (
+        f"{tab.relative_path}: figures shown at {scales} of their size; at least {smallest_scale} keeps "
+        f"their text legible (screenshots {prefix}_figure_*.png)")
+    print(f"{tab.relative_path}: {len(scales)} figures, shown at {scales} of their size")
+    return scales
 
 
 def wait_for_new_src(tab, image, old_src, timeout=60_000):
@@ -340,3 +369,4 @@ def test_live_gradient_plot_updates_in_place(session):
         assert red > 200, f"the live figure shows only {red} pixels of the red no-gradient marker"
         print(f"live figure: cell {index}, replaced {replacements} times in place; "
               f"{red} red marker pixels; caption: {text}")
+        figures_as_shown(tab, "04")

@@ -111,6 +111,35 @@ def test_a_lambda_model_does_not_load_in_safe_mode(tmp_path):
         keras.saving.load_model(path, safe_mode=True)
 
 
+# Keras's serialization guide: a registered custom function is saved by its registered name
+# ("package>name") and found again on load, so safe mode has no code to refuse; only a Python
+# lambda's bytecode is refused (keras/src/layers/core/lambda_layer.py, get_config).
+@keras.saving.register_keras_serializable(package="workbook_tests")
+def sign_straight_through(x):
+    """Forward sign, backpropagate 1: a plain-Keras custom gradient, as notebook 01 opens with."""
+
+    @keras.ops.custom_gradient
+    def forward_and_backward(x):
+        def backward(*args, upstream=None):
+            return args[0] if upstream is None else upstream
+
+        return keras.ops.sign(x), backward
+
+    return forward_and_backward(x)
+
+
+@pytest.mark.parametrize("wrap", [keras.layers.Lambda, keras.layers.Activation])
+def test_a_registered_function_loads_in_safe_mode_and_keeps_its_gradient(tmp_path, wrap):
+    model = keras.Sequential([keras.Input((3,)), wrap(sign_straight_through)])
+    path = tmp_path / "registered.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    x = np.array([[-2.0, 0.5, 3.0]], dtype="float32")
+    y, grad = gradient(loaded, x)
+    np.testing.assert_array_equal(y, np.sign(x))  # the forward: sign
+    np.testing.assert_array_equal(grad, np.ones_like(x))  # the backward: 1, not sign's 0
+
+
 def test_own_surrogate_works_in_the_layer_but_saving_explains_why_not():
     mine = surrogate(keras.ops.sign, keras.ops.ones_like, name="mine")
     layer = Surrogate(mine)

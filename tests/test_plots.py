@@ -175,3 +175,126 @@ def test_check_surrogate_takes_a_numpy_reference(capsys):
     assert check_surrogate(surrogate(keras.ops.round, keras.ops.ones_like), numpy_round, numpy_one) is True
     assert check_surrogate(surrogate(keras.ops.floor, keras.ops.ones_like), numpy_round, numpy_one) is False
     assert "Worst at x" in capsys.readouterr().out
+
+
+# --- figures read at the size they are shown ---------------------------------------------
+
+def overlaps(box, other):
+    return box.x0 < other.x1 and other.x0 < box.x1 and box.y0 < other.y1 and other.y0 < box.y1
+
+
+def rendered(figure):
+    """Lay `figure` out on the Agg canvas, as a notebook does before showing it; its renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def test_legend_never_covers_the_x_label_in_a_grid_of_panels():
+    """Notebook 02 draws every catalog entry in a 4 x 3 grid, 11 x 14 inches; each legend goes under its "x"."""
+    figure = Figure(figsize=(11, 14), layout="constrained")
+    for ax, name in zip(figure.subplots(4, 3).flat, SURROGATES):
+        plot_derivatives(name, n_points=51, ax=ax)
+    renderer = rendered(figure)
+    for ax in figure.axes:
+        label = ax.xaxis.label.get_window_extent(renderer)
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert not overlaps(label, legend), f"{ax.get_title()}: the legend covers the x-axis label"
+        assert legend.y1 <= label.y0, f"{ax.get_title()}: the legend should sit below the x-axis label"
+    # no two legends touch, and no legend reaches into the panel below it
+    legends = [ax.get_legend().get_window_extent(renderer) for ax in figure.axes]
+    assert not any(overlaps(a, b) for i, a in enumerate(legends) for b in legends[i + 1:])
+    for upper, lower in zip(figure.axes[:-3], figure.axes[3:]):
+        assert not overlaps(upper.get_legend().get_window_extent(renderer), lower.get_window_extent(renderer))
+
+
+class FakeHistory:
+    """What draw_gradient_norms reads from a GradientNormHistory, with known values."""
+
+    def __init__(self, layers, norms, no_gradient):
+        self.layers = layers
+        self.norms = np.asarray(norms, dtype=float)
+        self.no_gradient = np.asarray(no_gradient, dtype=bool)
+        self.steps = np.arange(0, 2 * len(self.norms), 2)
+
+
+def lab_history():
+    # encoder: no gradient (None); decoder: exactly 0; output: positive, from 0.05 to 0.2
+    norms = [[0.0, 0.0, 0.05], [0.0, 0.0, 0.1], [0.0, 0.0, 0.2]]
+    dead = [[True, False, False]] * 3
+    return FakeHistory(["encoder", "decoder", "output"], norms, dead)
+
+
+def test_gradient_norms_never_draw_zero_or_none_at_a_number():
+    from workbook.figures import draw_gradient_norms
+
+    figure = Figure(figsize=(7, 3.6))
+    ax = figure.subplots()
+    draw_gradient_norms(ax, lab_history(), title="integer cast")
+    ticks = [(tick.get_text(), tick.get_position()[1]) for tick in ax.get_yticklabels()]
+    rows = [y for text, y in ticks if text in ("None", "0")]
+    assert [text for text, _ in ticks if text in ("None", "0")] == ["None", "0"]
+    # each on a row of its own, below every decade the axis labels as a number
+    decades = [y for text, y in ticks if text.startswith("$10^")]
+    assert rows[0] != rows[1] and max(rows) < min(decades)
+    # each row named just above itself, inside the axes, and no two names overlap
+    names = {text.get_text(): text for text in ax.texts}
+    assert set(names) == {"encoder: no gradient", "decoder: gradient exactly 0"}
+    renderer = rendered(figure)
+    boxes = [text.get_window_extent(renderer) for text in names.values()]
+    assert not overlaps(*boxes) and all(ax.get_window_extent(renderer).contains(b.x0, b.y0) for b in boxes)
+    # the only curve at a number is the layer with a positive gradient, at its own values
+    curves = [line for line in ax.lines if not line.get_label().startswith("_")]
+    assert [line.get_label() for line in curves] == ["output"]
+    np.testing.assert_allclose(curves[0].get_ydata(), [0.05, 0.1, 0.2])
+    assert min(decades) <= 0.05 and ax.get_ylim()[0] < min(rows)
+    # whole training steps only
+    rendered(figure)
+    assert all(float(tick).is_integer() for tick in ax.get_xticks())
+
+
+def test_comparison_panels_share_their_y_axis_and_epochs_are_whole():
+    from workbook.compare import BottleneckRun, comparison_figures
+
+    class Model:
+        def predict(self, x, verbose=0):
+            return np.zeros_like(x)
+
+    alive = FakeHistory(["encoder", "decoder", "output"], [[0.003, 0.1, 0.2]] * 3, [[False] * 3] * 3)
+    runs = {label: BottleneckRun(label, Model(), {"loss": [0.3, 0.2], "val_loss": [0.31, 0.21]}, history, 0.2)
+            for label, history in [("integer cast", lab_history()), ("identity", alive)]}
+    losses, norms, _ = comparison_figures(runs, np.zeros((4, 28, 28, 1), dtype="float32"), n_images=4)
+    panels = [ax for ax in norms.axes if ax.get_visible()]
+    assert len(panels) == 2 and panels[0].get_ylim() == panels[1].get_ylim()
+    rendered(norms)
+    renderer = rendered(losses)
+    epoch_axis = losses.axes[0]
+    assert all(float(tick).is_integer() for tick in epoch_axis.get_xticks())
+    # the legend sits beside the curves, not on them
+    legend = losses.legends[0].get_window_extent(renderer)
+    assert not overlaps(legend, epoch_axis.get_window_extent(renderer))
+
+
+def test_gradient_norms_of_one_batch_match_the_formula_and_say_none():
+    """A Dense layer with zero weights predicts 0, so the MSE's gradient has a closed form."""
+    from workbook.compare import gradient_norms
+
+    x = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 0.0]], dtype="float32")
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, kernel_initializer="zeros", name="dense")])
+    model.compile(optimizer="sgd", loss="mse")
+    norms = gradient_norms(model, x)
+    batch, features = x.shape
+    # L = sum((0 - x)^2) / (B F): dL/dW = -2 x^T x / (B F), dL/db = -2 sum_batch x / (B F)
+    kernel = -2 * x.T @ x / (batch * features)
+    bias = -2 * x.sum(axis=0) / (batch * features)
+    assert norms[model.layers[0].kernel.path] == pytest.approx(np.linalg.norm(kernel), rel=1e-5)
+    assert norms[model.layers[0].bias.path] == pytest.approx(np.linalg.norm(bias), rel=1e-5)
+    assert model.get_weights()[0].tolist() == [[0.0, 0.0], [0.0, 0.0]]  # nothing was trained
+
+    cut = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, name="before"),
+                            keras.layers.Lambda(keras.ops.round), keras.layers.Dense(2, name="after")])
+    cut.compile(optimizer="sgd", loss="mse")
+    norms = gradient_norms(cut, x)
+    assert norms[cut.layers[0].kernel.path] is None and norms[cut.layers[2].kernel.path] > 0

@@ -301,3 +301,25 @@ def test_integer_input_and_bad_forward_are_value_errors():
 
 def test_public_names_resolve_from_the_package():
     assert workbook.SURROGATES is SURROGATES and workbook.surrogate is surrogate
+
+
+def test_smooth_floor_is_the_nest_and_floor_smooth_backpropagates_its_derivative():
+    """Notebooks 01 and 02: the smooth floor as a forward, against the formula and floor."""
+    from workbook.surrogates import smooth_floor
+
+    x = np.linspace(-2.0, 2.0, 801)
+    nest = x.copy()
+    for depth in range(1, 5):
+        nest = nest + np.sin(2 * np.pi * nest) / (2 * np.pi)  # a(x) = x + sin(2 pi x) / (2 pi)
+        got = keras.ops.convert_to_numpy(smooth_floor(x, depth))
+        np.testing.assert_allclose(got, nest - 0.5, atol=1e-12)
+        # it is not floor: half a step off at every integer, where a(n) = n
+        assert np.max(np.abs(got - np.floor(x))) == pytest.approx(0.5)
+        # TensorFlow's autodiff of the nest is what floor_smooth backpropagates
+        xt = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            y = smooth_floor(xt, depth)
+        np.testing.assert_allclose(tape.gradient(y, xt).numpy(),
+                                   SURROGATES["floor_smooth"].with_params(depth=depth).derivative(x),
+                                   rtol=1e-9, atol=1e-12)

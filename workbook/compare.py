@@ -3,6 +3,7 @@
 Introduced in 04_autoencoder_lab.ipynb.
 """
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,9 @@ class BottleneckRun:
         What the :class:`~workbook.GradientNormMonitor` recorded.
     test_mse : float
         Mean squared reconstruction error on ``x_test`` after training.
+    warnings : list of str
+        What Keras warned while this variant trained (e.g. "Gradients do not exist for
+        variables [...]"), kept here instead of printed in the middle of the figures.
     """
 
     label: str
@@ -29,6 +33,7 @@ class BottleneckRun:
     history: dict
     gradients: object
     test_mse: float
+    warnings: list = field(default_factory=list)
 
 
 def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_size=64, seed=0,
@@ -89,11 +94,14 @@ def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_s
         keras.utils.set_random_seed(seed)  # the same shuffling for every variant
         model = autoencoder(bottleneck, seed=seed)
         monitor = GradientNormMonitor(every=every, live=live)
-        fitted = model.fit(x_train, x_train, epochs=epochs, batch_size=batch_size,
-                           validation_data=(x_test, x_test), callbacks=[monitor], verbose=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fitted = model.fit(x_train, x_train, epochs=epochs, batch_size=batch_size,
+                               validation_data=(x_test, x_test), callbacks=[monitor], verbose=0)
         reconstruction = model.predict(x_test, batch_size=256, verbose=0)
         runs[label] = BottleneckRun(str(label), model, dict(fitted.history), monitor.history,
-                                    float(np.mean((reconstruction - x_test) ** 2)))
+                                    float(np.mean((reconstruction - x_test) ** 2)),
+                                    sorted({str(warning.message) for warning in caught}))
     if show:
         for figure in comparison_figures(runs, x_test):
             show_figure(figure)
@@ -103,37 +111,55 @@ def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_s
 def comparison_figures(runs, x_test, n_images=8):
     """Loss curves, gradient norms side by side and reconstructions, as three Figures.
 
-    Introduced in 04_autoencoder_lab.ipynb; :func:`compare_bottlenecks` shows them.
+    Introduced in 04_autoencoder_lab.ipynb; :func:`compare_bottlenecks` shows them. The
+    gradient-norm panels share one y-axis, so their heights compare directly.
     """
-    from workbook.figures import new_figure
-    from workbook.monitoring import draw_gradient_norms
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    from workbook.figures import decade_range, draw_gradient_norms, new_figure, rows_below_the_break
 
     labels = list(runs)
-    losses = new_figure(figsize=(7, 3.4))
+    losses = new_figure(figsize=(8.5, 3.4))
+    losses.set_layout_engine("constrained")
     ax = losses.subplots()
     for i, label in enumerate(labels):
         color = f"C{i % 10}"
         history = runs[label].history
         epochs = np.arange(1, len(history.get("loss", [])) + 1)
-        ax.plot(epochs, history.get("loss", []), "o-", color=color, label=f"{label} (train)")
+        ax.plot(epochs, history.get("loss", []), "o-", color=color, label=label)
         if "val_loss" in history:
-            ax.plot(epochs, history["val_loss"], "s--", color=color, alpha=0.7, label=f"{label} (test)")
+            ax.plot(epochs, history["val_loss"], "s--", color=color, alpha=0.7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("mean squared error")
     ax.set_title("Reconstruction loss")
-    ax.legend(fontsize="small")
+    styles = [Line2D([], [], color="black", marker="o", ls="-", label="training digits"),
+              Line2D([], [], color="black", marker="s", ls="--", alpha=0.7, label="test digits")]
+    # Beside the axes, so that no legend covers a curve: one entry per bottleneck, two styles.
+    handles = [*ax.get_legend_handles_labels()[0], Line2D([], [], ls="none", label=" "), *styles]
+    losses.legend(handles=handles, loc="outside right upper", fontsize="small")
     ax.grid(True, alpha=0.3)
-    losses.tight_layout()
 
     columns = min(len(labels), 3)
     rows = -(-len(labels) // columns)
-    norms = new_figure(figsize=(4.2 * columns, 3.2 * rows))
+    norms = new_figure(figsize=(4.0 * columns, 3.2 * rows + 0.5))
+    norms.set_layout_engine("constrained")
     axes = np.atleast_1d(norms.subplots(rows, columns, squeeze=False).ravel())
-    for ax, label in zip(axes, labels):
-        draw_gradient_norms(ax, runs[label].gradients, title=label)
+    histories = [runs[label].gradients for label in labels]
+    spans = [decade_range(history.norms) for history in histories if np.isfinite(history.norms).any()]
+    spans = [span for span in spans if span != (0, 0)] or [(0, 0)]
+    decades = (min(low for low, _ in spans), max(high for _, high in spans))
+    reserve = max(len(rows_below_the_break(history)) for history in histories)
+    for ax, label, history in zip(axes, labels, histories):
+        draw_gradient_norms(ax, history, title=label, decades=decades, legend=False, reserve_rows=reserve)
     for ax in axes[len(labels):]:
         ax.set_visible(False)
-    norms.tight_layout()
+    handles = {line.get_label(): line for ax in axes for line in ax.lines
+               if not line.get_label().startswith("_")}
+    norms.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=len(handles),
+                 fontsize="small", title="gradient norm of each layer (same y-axis in every panel)",
+                 title_fontsize="small")
 
     n_images = min(n_images, len(x_test))
     grid = new_figure(figsize=(1.1 * n_images + 1.6, 1.15 * (len(labels) + 1)))
@@ -152,3 +178,18 @@ def comparison_figures(runs, x_test, n_images=8):
     grid.suptitle("Test images (top) and their reconstructions")
     grid.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02, wspace=0.05, hspace=0.1)
     return losses, norms, grid
+
+
+def gradient_norms(model, x):
+    """The L2 norm of the loss's gradient for each trainable variable, None where there is none.
+
+    Introduced in 04_autoencoder_lab.ipynb: one batch ``x``, the model's own loss against
+    ``x`` itself (an autoencoder), no weights changed. Returns ``{variable path: float or None}``.
+    """
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=x, y=x, y_pred=model(x, training=True))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    return {variable.path: None if gradient is None else float(tf.norm(gradient))
+            for variable, gradient in zip(model.trainable_variables, gradients)}

@@ -196,7 +196,7 @@ def _draw_derivatives(ax, data, known, name):
         # Spikes at the jumps: honest, but off any useful scale, so mark them at the edge.
         ax.plot(x[~inside], np.where(fd[~inside] > high, high, low), "^", ms=5, color=_COLORS["fd"],
                 alpha=0.6, label=f"finite difference off the scale (jumps, up to {np.abs(fd).max():.3g})",
-                gid="finite_difference_off_scale")
+                gid="finite_difference_off_scale", clip_on=False)
     label = "backprop uses: " + (known.formula if known is not None else f"gradient of {name}")
     if data["backprop_is_none"]:
         label = f"backprop through {name}: None (no gradient)"
@@ -209,4 +209,17 @@ def _draw_derivatives(ax, data, known, name):
 
 
 def _legend_below(ax):
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=9, frameon=False)
+    """The legend under the x-axis label, whatever the figure's size.
+
+    The offset is in points (tick labels and the label keep their size in points when a
+    figure shrinks into a grid), so the legend never sits on the "x" below the axis.
+    """
+    from matplotlib.transforms import ScaledTranslation
+
+    below_label = ScaledTranslation(0, -_LABEL_DEPTH_POINTS / 72, ax.figure.dpi_scale_trans)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=ax.transAxes + below_label,
+              fontsize=9, frameon=False)
+
+
+# Tick (3.5) + pad (3.5) + tick labels (10) + label pad (4) + label (10), plus a little air.
+_LABEL_DEPTH_POINTS = 36

@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["surrogate", "straight_through", "SURROGATES", "SurrogateGradient", "Param"]
+__all__ = ["surrogate", "straight_through", "SURROGATES", "SurrogateGradient", "Param", "smooth_floor"]
 
 
 class Param:
@@ -381,6 +381,20 @@ def _sigmoid_derivative(x, slope=25.0):
 
 def _atan_derivative(x, alpha=2.0):
     return (alpha / 2) / (1 + _ops().square((math.pi / 2 * alpha) * x))
+
+
+def smooth_floor(x, depth=3):
+    """The smooth staircase ``a(a(...a(x))) - 1/2`` (``depth`` times), ``a(x) = x + sin(2 pi x) / (2 pi)``.
+
+    Introduced in 01_forward_and_backward.ipynb, as a *forward* function: differentiable
+    everywhere, but not ``floor``; ``SURROGATES["floor_smooth"]`` backpropagates its
+    derivative while forwarding the true ``floor``.
+    """
+    ops = _ops()
+    u = ops.convert_to_tensor(x)
+    for _ in range(depth):
+        u = u + ops.sin(2 * math.pi * u) / (2 * math.pi)
+    return u - 0.5
 
 
 def _smooth_floor_derivative(x, depth=3):
