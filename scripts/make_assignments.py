@@ -109,7 +109,28 @@ def generate(course, names=("*",), env=None):
         result = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True)
         if result.returncode != 0:
             raise SystemExit(f"nbgrader generate_assignment {name} failed:\n{result.stdout}{result.stderr}")
+        for path in sorted((pathlib.Path(course) / "release").glob(f"{name}/*.ipynb")):
+            unfold_answer_cells(path)
         print(f"{pathlib.Path(course).name}/release/{name}/ generated")
+
+
+def unfold_answer_cells(path):
+    """Open every answer cell of a generated student version that ``notebooks/`` shows folded.
+
+    In ``notebooks/`` a worked solution is collapsed until the reader opens it; nbgrader
+    copies that folding into the release, where the cell is the student's to type into.
+    """
+    notebook = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in notebook.cells:
+        folding = cell.get("metadata", {}).get("jupyter", {})
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution") and folding:
+            for key in ("source_hidden", "outputs_hidden"):
+                changed |= folding.pop(key, None) is not None
+            if not folding:
+                del cell.metadata["jupyter"]
+    if changed:
+        nbformat.write(notebook, path)
 
 
 def main(argv=None):

@@ -129,6 +129,19 @@ def test_release_answer_cells_raise_not_implemented(path):
 
 
 @pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.name)
+def test_worked_solutions_are_folded_for_readers_and_answer_cells_open_for_students(path):
+    source = nbformat.read(NOTEBOOKS / path.name, as_version=4)
+    released = nbformat.read(path, as_version=4)
+    answers = [c for c in source.cells if nbgrader_meta(c).get("solution") and c.cell_type == "code"]
+    folded = [nbgrader_meta(c)["grade_id"] for c in answers if c.metadata.get("jupyter", {}).get("source_hidden")]
+    if path.stem in ("01_forward_and_backward", "02_surrogate_zoo"):  # their worked solutions are code
+        assert folded == [nbgrader_meta(c)["grade_id"] for c in answers]
+    still_folded = [nbgrader_meta(c).get("grade_id") for c in released.cells
+                    if nbgrader_meta(c).get("solution") and c.metadata.get("jupyter")]
+    assert not still_folded, f"{path.name}: answer cells {still_folded} arrive folded for the student"
+
+
+@pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.name)
 def test_release_is_committed_locked_and_without_outputs(path):
     released = nbformat.read(path, as_version=4)
     for cell in released.cells:
@@ -167,6 +180,8 @@ def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
     make_assignments.link_sources(course, SOURCES)
     nbgrader(course, nbgrader_env, "generate_assignment", "*", "--force", "--no-db")
     generated = sorted((course / "release").glob("*/*.ipynb"))
+    for path in generated:
+        make_assignments.unfold_answer_cells(path)
     assert [p.relative_to(course / "release") for p in generated] == [p.relative_to(RELEASE) for p in RELEASED]
     for fresh_path, committed_path in zip(generated, RELEASED):
         fresh = nbformat.read(fresh_path, as_version=4)
