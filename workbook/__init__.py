@@ -47,6 +47,7 @@ _EXPORTS = {
     "measure_bias_and_variance": "bias_variance",
     "measure_estimators": "bias_variance",
     "plot_bias_variance": "estimator_plots",
+    "check_gumbel_softmax_st": "estimator_checks",
 }
 
 # submodules a notebook may reach as workbook.NAME without importing them first

@@ -46,6 +46,10 @@ class DiscreteProblem:
     weights: np.ndarray = field(repr=False)
     target: np.ndarray = field(repr=False)
 
+    def with_logits(self, logits):
+        """The same loss with other logits (e.g. shifted, for finite differences)."""
+        return DiscreteProblem(self.latent, np.asarray(logits, dtype=float), self.weights, self.target)
+
     def loss(self, z):
         """f for a batch of latents shaped (n, *logits.shape); returns shape (n,)."""
         from keras import ops
