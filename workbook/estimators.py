@@ -105,12 +105,13 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
         mean = ops.softmax(logits, axis=-1)
         relaxed = ops.softmax(perturbed / tau, axis=-1)
         log_prob = ops.sum(hard * ops.log_softmax(logits, axis=-1), axis=-1)
+    # hard + (y - stop_gradient(y)): the bracket is exactly 0 forward, so z is exactly the bit
     if estimator == "straight_through":
-        z = hard + mean - ops.stop_gradient(mean)
+        z = hard + (mean - ops.stop_gradient(mean))
     elif estimator == "gumbel_softmax":
         z = relaxed
     elif estimator == "gumbel_softmax_st":
-        z = hard + relaxed - ops.stop_gradient(relaxed)
+        z = hard + (relaxed - ops.stop_gradient(relaxed))
     else:
         z = ops.stop_gradient(hard)
     return z, log_prob
