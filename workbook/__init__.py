@@ -38,6 +38,17 @@ _EXPORTS = {
     "autoencoder": "models",
     "GradientNormMonitor": "monitoring",
     "compare_bottlenecks": "compare",
+    # estimators.py, discrete_layers.py, bias_variance.py, estimator_plots.py:
+    # gradients through discrete choices, measured against the exact gradient (06)
+    "sample_latent": "estimators",
+    "DiscreteBottleneck": "discrete_layers",
+    "VectorQuantizer": "discrete_layers",
+    "ScoreFunctionAutoencoder": "discrete_layers",
+    "make_problem": "bias_variance",
+    "measure_bias_and_variance": "bias_variance",
+    "measure_estimators": "bias_variance",
+    "plot_bias_variance": "estimator_plots",
+    "check_gumbel_softmax_st": "estimator_checks",
 }
 
 # submodules a notebook may reach as workbook.NAME without importing them first

@@ -15,7 +15,8 @@ BOTTLENECK_SHAPE = (14, 14, 10)
 ACCEPTED_BOTTLENECKS = (
     "None (identity), a name from workbook.SURROGATES (e.g. 'cast_int_ste'), "
     "a surrogate object (e.g. workbook.SURROGATES['cast_int_ste'].with_params(scale=4)), "
-    "a function of one tensor (wrapped in a Lambda layer), or a Keras layer instance"
+    "a function of one tensor (wrapped in a Lambda layer), or a Keras layer instance "
+    "(e.g. workbook.DiscreteBottleneck('bernoulli', 'gumbel_softmax') or workbook.VectorQuantizer())"
 )
 
 
@@ -34,7 +35,11 @@ def autoencoder(bottleneck=None, **options):
         from ``workbook.SURROGATES`` or a surrogate object becomes a
         ``workbook.layers.Surrogate`` layer (it saves and loads in safe mode);
         a plain function is wrapped in a ``Lambda`` layer (which does not);
-        a layer instance is used as it is.
+        a layer instance is used as it is. A layer with an
+        ``encoder_activation`` attribute (``workbook.DiscreteBottleneck``, whose
+        inputs are logits) gets an encoder with that activation; one that
+        ``needs_example_losses`` (the score-function estimator) makes the model a
+        ``workbook.ScoreFunctionAutoencoder`` (06_beyond_straight_through.ipynb).
     **options
         ``learning_rate`` (default 1e-3) for Adam, and ``seed`` (default 0)
         for the initial weights: the same seed gives the same model.
@@ -64,10 +69,13 @@ def autoencoder(bottleneck=None, **options):
         # One seed per layer, so the weights depend on `seed` and nothing else.
         return keras.initializers.GlorotUniform(seed=int(seed) * 10 + offset)
 
-    model = keras.Sequential(
+    model_class = keras.Sequential
+    if getattr(middle, "needs_example_losses", False):
+        from workbook.discrete_layers import ScoreFunctionAutoencoder as model_class
+    model = model_class(
         [
             keras.Input(shape=IMAGE_SHAPE, name="image"),
-            keras.layers.Conv2D(10, 5, padding="same", activation="relu",
+            keras.layers.Conv2D(10, 5, padding="same", activation=getattr(middle, "encoder_activation", "relu"),
                                 kernel_initializer=initializer(1), name="encoder"),
             keras.layers.MaxPooling2D(name="pool"),
             middle,

@@ -1,0 +1,374 @@
+"""Gradient estimators for discrete latents (notebook 06), each against an independent answer:
+the exact gradient of the expected loss by listing outcomes, formulas from the papers,
+NumPy, and TensorFlow's own tape."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import workbook
+from workbook.bias_variance import make_problem, measure_bias_and_variance, moving_average_baseline
+from workbook.discrete_layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
+from workbook.estimators import ESTIMATORS, sample_latent
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# --- sampling and each estimator's gradient, against the formulas ----------------------------
+
+@pytest.mark.parametrize("estimator", [e for e in ESTIMATORS if e != "gumbel_softmax"])  # the others forward bits
+def test_bernoulli_samples_are_bits_with_probability_sigmoid_of_the_logit(estimator):
+    logits = np.array([-2.0, -0.5, 0.0, 0.7, 3.0])
+    tiled = tf.constant(np.tile(logits, (20_000, 1)))
+    z, _ = sample_latent(tiled, "bernoulli", estimator, seed=4)
+    z = z.numpy()
+    assert set(np.unique(z)) <= {0.0, 1.0}
+    p = sigmoid(logits)
+    # binomial standard error of a frequency over 20,000 draws; 5 of them
+    assert np.all(np.abs(z.mean(axis=0) - p) < 5 * np.sqrt(p * (1 - p) / 20_000))
+
+
+def test_categorical_samples_are_one_hot_with_softmax_frequencies():
+    logits = np.array([1.0, -1.0, 0.3, 2.0])
+    z, log_prob = sample_latent(tf.constant(np.tile(logits, (20_000, 1))), "categorical", "straight_through", seed=5)
+    z = z.numpy()
+    assert np.all(z.sum(axis=1) == 1) and set(np.unique(z)) <= {0.0, 1.0}
+    p = softmax(logits)
+    assert np.all(np.abs(z.mean(axis=0) - p) < 5 * np.sqrt(p * (1 - p) / 20_000))
+    np.testing.assert_allclose(log_prob.numpy(), np.log(p)[z.argmax(axis=1)], rtol=1e-6)
+
+
+def tape_gradient(logits, latent, estimator, tau=1.0, seed=0, weights=None):
+    logits = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        z, _ = sample_latent(logits, latent, estimator, tau=tau, seed=seed)
+        loss = tf.reduce_sum(z * (1.0 if weights is None else weights))
+    return z.numpy(), tape.gradient(loss, logits)
+
+
+def test_straight_through_bernoulli_backpropagates_the_sigmoid_derivative():
+    # Bengio, Léonard and Courville (2013): d z / d logit = d sigmoid / d logit = p (1 - p)
+    logits = np.linspace(-4, 4, 33)
+    _, gradient = tape_gradient(logits, "bernoulli", "straight_through")
+    np.testing.assert_allclose(gradient.numpy(), sigmoid(logits) * (1 - sigmoid(logits)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("tau", [0.3, 1.0, 2.5])
+def test_binary_gumbel_softmax_is_a_sigmoid_at_temperature_tau(tau):
+    # Maddison, Mnih and Teh (2017), binary Concrete: z = sigmoid((logit + L) / tau), dz/dlogit = z (1 - z) / tau
+    logits = np.linspace(-3, 3, 25)
+    z, gradient = tape_gradient(logits, "bernoulli", "gumbel_softmax", tau=tau)
+    assert np.all((z > 0) & (z < 1))
+    np.testing.assert_allclose(gradient.numpy(), z * (1 - z) / tau, rtol=1e-5, atol=1e-12)
+    hard, gradient_st = tape_gradient(logits, "bernoulli", "gumbel_softmax_st", tau=tau)
+    np.testing.assert_array_equal(hard, (z > 0.5).astype(float))  # the same noise: the relaxed sample rounded
+    np.testing.assert_allclose(gradient_st.numpy(), gradient.numpy(), rtol=1e-6)
+
+
+def test_categorical_gumbel_softmax_gradient_is_the_softmax_jacobian():
+    # Jang, Gu and Poole (2017): y = softmax((logits + g) / tau); dy/dlogits = (diag(y) - y y^T) / tau
+    rng = np.random.default_rng(0)
+    logits, weights, tau = rng.normal(size=(50, 4)), rng.normal(size=(50, 4)), 0.6
+    y, gradient = tape_gradient(logits, "categorical", "gumbel_softmax", tau=tau, weights=weights)
+    expected = y * (weights - np.sum(weights * y, axis=-1, keepdims=True)) / tau
+    np.testing.assert_allclose(gradient.numpy(), expected, rtol=1e-5, atol=1e-10)
+    hard, gradient_st = tape_gradient(logits, "categorical", "gumbel_softmax_st", tau=tau, weights=weights)
+    np.testing.assert_array_equal(hard, np.eye(4)[y.argmax(axis=1)])
+    np.testing.assert_allclose(gradient_st.numpy(), expected, rtol=1e-5, atol=1e-10)
+
+
+def test_score_function_sample_carries_no_gradient():
+    _, gradient = tape_gradient(np.zeros(5), "bernoulli", "score_function")
+    assert gradient is None
+
+
+def test_unknown_names_and_bad_tau_are_value_errors_naming_the_argument():
+    with pytest.raises(ValueError, match="estimator='reinforce'.*score_function"):
+        sample_latent(np.zeros(3), "bernoulli", "reinforce")
+    with pytest.raises(ValueError, match="latent='gaussian'"):
+        sample_latent(np.zeros(3), "gaussian")
+    with pytest.raises(ValueError, match=r"tau=0 must be a temperature in \(0, 100\]"):
+        DiscreteBottleneck("categorical", "gumbel_softmax", tau=0)
+    with pytest.raises(ValueError, match="n_codes=1"):
+        VectorQuantizer(n_codes=1)
+    with pytest.raises(ValueError, match="test_latent='mean'"):
+        DiscreteBottleneck(test_latent="mean")
+    with pytest.raises(ValueError, match="n_samples=1 must be"):
+        measure_bias_and_variance("straight_through", n_samples=1)
+    with pytest.raises(ValueError, match="4096 outcomes|too many to list"):
+        make_problem("bernoulli", n_latents=13)
+
+
+# --- bias and variance against the exact gradient ------------------------------------------
+
+@pytest.mark.parametrize("latent", ["bernoulli", "categorical"])
+def test_exact_gradient_agrees_with_finite_differences_of_the_expected_loss(latent):
+    problem = make_problem(latent, n_latents=5 if latent == "bernoulli" else 3, seed=2)
+    exact = problem.exact_gradient()
+    step, base = 1e-6, problem.expected_loss()
+    finite = np.zeros(problem.logits.size)
+    for i in range(problem.logits.size):
+        shifted = problem.logits.ravel().copy()
+        shifted[i] += step
+        finite[i] = (problem.with_logits(shifted.reshape(problem.logits.shape)).expected_loss() - base) / step
+    np.testing.assert_allclose(exact.ravel(), finite, atol=1e-4)
+
+
+def test_exact_gradient_of_one_bit_is_the_difference_between_outcomes():
+    # d/dtheta [p f(1) + (1 - p) f(0)] = p (1 - p) (f(1) - f(0)), written out by hand
+    problem = make_problem("bernoulli", n_latents=1, seed=3)
+    f0, f1 = np.asarray(problem.loss(np.array([[0.0], [1.0]])))
+    p = sigmoid(problem.logits[0])
+    np.testing.assert_allclose(problem.exact_gradient(), [p * (1 - p) * (f1 - f0)], rtol=1e-10)
+
+
+@pytest.mark.parametrize("latent,n_latents", [("bernoulli", 10), ("categorical", 4)])
+@pytest.mark.parametrize("baseline_decay", [0.9, None])
+def test_score_function_agrees_with_the_exact_gradient_within_its_measured_error(latent, n_latents, baseline_decay):
+    problem = make_problem(latent, n_latents=n_latents, seed=1)
+    result = measure_bias_and_variance("score_function", problem, n_samples=8000, baseline_decay=baseline_decay,
+                                       seed=11)
+    # unbiased: each component of the mean within 4.5 of its own standard errors (about 1 in 150,000 by chance)
+    assert np.all(np.abs(result.bias) <= 4.5 * result.standard_error), result.bias / result.standard_error
+
+
+def test_the_baseline_lowers_the_score_functions_variance():
+    problem = make_problem("bernoulli", n_latents=6)
+    with_baseline = measure_bias_and_variance("score_function", problem, n_samples=4000, baseline_decay=0.9)
+    without = measure_bias_and_variance("score_function", problem, n_samples=4000, baseline_decay=None)
+    assert with_baseline.variance < 0.5 * without.variance
+
+
+def test_moving_average_baseline_uses_only_earlier_losses():
+    np.testing.assert_allclose(moving_average_baseline(np.array([1.0, 2.0, 3.0]), 0.5), [0.0, 0.5, 1.25])
+
+
+def test_straight_through_is_biased_well_beyond_its_noise():
+    result = measure_bias_and_variance("straight_through", make_problem("bernoulli", n_latents=6), n_samples=8000)
+    assert result.bias_norm > 5 * result.noise_floor
+
+
+@pytest.mark.parametrize("estimator", ["gumbel_softmax", "gumbel_softmax_st"])
+@pytest.mark.parametrize("latent", ["bernoulli", "categorical"])
+def test_gumbel_softmax_bias_shrinks_and_variance_grows_as_tau_goes_to_zero(estimator, latent):
+    problem = make_problem(latent, n_latents=6 if latent == "bernoulli" else 4, seed=0)
+    sweep = [measure_bias_and_variance(estimator, problem, n_samples=4000, tau=tau) for tau in (2.0, 1.0, 0.5, 0.25)]
+    biases = [r.bias_norm for r in sweep]
+    variances = [r.variance for r in sweep]
+    assert all(b > a for a, b in zip(variances, variances[1:])), variances
+    # each step down in bias must be more than the noise of the two measurements
+    for hotter, colder in zip(sweep, sweep[1:]):
+        assert colder.bias_norm < hotter.bias_norm - 2 * (hotter.noise_floor + colder.noise_floor) or \
+            colder.bias_norm < 3 * colder.noise_floor, biases
+
+
+def test_measure_estimators_covers_every_estimator_and_every_tau():
+    results = workbook.measure_estimators(make_problem("bernoulli", n_latents=3), taus=(0.5, 1.0), n_samples=50)
+    assert [r.label for r in results] == [
+        "straight_through", "gumbel_softmax (tau=0.5)", "gumbel_softmax (tau=1)",
+        "gumbel_softmax_st (tau=0.5)", "gumbel_softmax_st (tau=1)", "score_function"]
+    figure = workbook.plot_bias_variance(results)
+    assert len(figure.axes) == 1 and figure.axes[0].get_xscale() == "log"
+
+
+# --- the exercise's self-check, with implementations from public sources ------------------------
+
+def straight_through_gumbel_pytorch_style(logits, noise, tau):
+    # torch.nn.functional.gumbel_softmax(hard=True): ret = y_hard - y_soft.detach() + y_soft
+    y_soft = tf.nn.softmax((logits + noise) / tau)
+    y_hard = tf.one_hot(tf.argmax(y_soft, axis=-1), tf.shape(y_soft)[-1], dtype=y_soft.dtype)
+    return y_hard - tf.stop_gradient(y_soft) + y_soft
+
+
+def straight_through_gumbel_jang_style(logits, noise, tau):
+    # E. Jang's Categorical VAE notebook (github.com/ericjang/gumbel-softmax): y = stop_gradient(y_hard - y) + y
+    y = tf.nn.softmax((logits + noise) / tau)
+    y_hard = tf.cast(tf.equal(y, tf.reduce_max(y, -1, keepdims=True)), y.dtype)
+    return tf.stop_gradient(y_hard - y) + y
+
+
+def straight_through_softmax_without_noise(logits, noise, tau):
+    # A common mix-up in public code: straight-through softmax, no Gumbel noise in the sample
+    y = tf.nn.softmax(logits)
+    y_hard = tf.one_hot(tf.argmax(y, axis=-1), tf.shape(y)[-1], dtype=y.dtype)
+    return tf.stop_gradient(y_hard - y) + y
+
+
+def soft_sample_only(logits, noise, tau):
+    return tf.nn.softmax((logits + noise) / tau)
+
+
+def relaxed_gradient_without_tau(logits, noise, tau):
+    y = tf.nn.softmax(logits + noise)
+    return tf.stop_gradient(tf.one_hot(tf.argmax(y, -1), tf.shape(y)[-1], dtype=y.dtype) - y) + y
+
+
+@pytest.mark.parametrize("fn", [straight_through_gumbel_pytorch_style, straight_through_gumbel_jang_style])
+def test_check_gumbel_softmax_st_accepts_published_implementations(fn, capsys):
+    assert workbook.check_gumbel_softmax_st(fn, n_samples=500)
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fn,message", [
+    (straight_through_softmax_without_noise, "Forward"),
+    (soft_sample_only, "Forward"),
+    (relaxed_gradient_without_tau, "Backward"),
+])
+def test_check_gumbel_softmax_st_rejects_common_mistakes(fn, message, capsys):
+    assert not workbook.check_gumbel_softmax_st(fn, n_samples=500)
+    assert message in capsys.readouterr().out
+
+
+def test_check_gumbel_softmax_st_turns_an_unfinished_answer_into_a_message(capsys):
+    def unfinished(logits, noise, tau):
+        raise NotImplementedError()
+
+    assert not workbook.check_gumbel_softmax_st(unfinished)
+    assert "NotImplementedError" in capsys.readouterr().out
+
+
+# --- the vector quantiser ----------------------------------------------------------------
+
+def test_vector_quantiser_picks_the_nearest_code_and_passes_the_gradient_straight_through():
+    layer = VectorQuantizer(n_codes=7, seed=1)
+    x = tf.constant(np.random.default_rng(0).uniform(0, 1, (3, 4, 4, 5)).astype("float32"))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x)
+        projected = tf.reduce_sum(y * tf.range(5, dtype=tf.float32))
+    codebook = layer.codebook.numpy()
+    distances = ((x.numpy()[..., None, :] - codebook) ** 2).sum(-1)  # brute force, NumPy
+    np.testing.assert_allclose(y.numpy(), codebook[distances.argmin(-1)], rtol=1e-6)
+    np.testing.assert_array_equal(tape.gradient(projected, x).numpy(), np.broadcast_to(np.arange(5.0), x.shape))
+
+
+def test_codebook_loss_gradient_pulls_each_code_toward_the_mean_of_its_inputs():
+    # d/de_k mean((x - e_k)^2 over assigned x and the D coordinates) = -2 / (N D) * sum over i in k of (x_i - e_k)
+    layer = VectorQuantizer(n_codes=5, seed=2)
+    x = tf.constant(np.random.default_rng(1).uniform(0, 1, (40, 3)).astype("float32"))
+    layer.build(x.shape)
+    with tf.GradientTape() as tape:
+        codebook_loss, _ = layer.codebook_losses(x)
+    gradient = tf.convert_to_tensor(tape.gradient(codebook_loss, layer.codebook)).numpy()
+    codebook, assigned = layer.codebook.numpy(), layer.nearest_codes(x).numpy()
+    expected = np.zeros_like(codebook)
+    for k in range(5):
+        expected[k] = -2 / x.numpy().size * (x.numpy()[assigned == k] - codebook[k]).sum(axis=0)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_training_moves_the_codebook_toward_the_encoder_outputs(digits):
+    x_train, _ = digits
+    model = workbook.autoencoder(VectorQuantizer(n_codes=16), learning_rate=3e-3)
+    encoder_outputs = keras.Model(model.inputs, model.get_layer("pool").output)
+    layer = model.get_layer("bottleneck")
+
+    def distance_to_nearest_code():
+        outputs = encoder_outputs.predict(x_train[:256], verbose=0).reshape(-1, 10)
+        codes = layer.codebook.numpy()
+        return np.sqrt(((outputs[:, None, :] - codes) ** 2).sum(-1).min(axis=1)).mean()
+
+    before, codebook_before = distance_to_nearest_code(), layer.codebook.numpy()
+    model.fit(x_train, x_train, epochs=1, batch_size=64, verbose=0)
+    after = distance_to_nearest_code()
+    assert not np.allclose(layer.codebook.numpy(), codebook_before)
+    assert after < 0.5 * before, (before, after)
+
+
+# --- in the autoencoder: training, saving, comparing ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def digits():
+    (x_train, _), (x_test, _) = workbook.load_mnist(n_train=1024, n_test=256, source="bundled", seed=0)
+    return x_train, x_test
+
+
+def mean_image_mse(digits):
+    x_train, x_test = digits
+    return float(np.mean((x_test - x_train.mean(axis=0)) ** 2))
+
+
+# The stated test error: below the best image that ignores the input (the mean training image,
+# a test MSE of about 0.066), so the code must carry information about the digit. Budgets are
+# what each estimator needs on 1,024 bundled digits (16 steps per epoch), measured at seed 0.
+TRAINING_CASES = {
+    "categorical straight_through": (lambda: DiscreteBottleneck("categorical", "straight_through", seed=0), 5),
+    "categorical gumbel_softmax": (lambda: DiscreteBottleneck("categorical", "gumbel_softmax", seed=0), 5),
+    "categorical gumbel_softmax_st": (lambda: DiscreteBottleneck("categorical", "gumbel_softmax_st", seed=0), 5),
+    "categorical score_function": (lambda: DiscreteBottleneck("categorical", "score_function", seed=0), 10),
+    "bernoulli gumbel_softmax_st": (lambda: DiscreteBottleneck("bernoulli", "gumbel_softmax_st", seed=0), 5),
+    "vector quantiser": (lambda: VectorQuantizer(n_codes=32), 5),
+}
+
+
+@pytest.mark.parametrize("case", list(TRAINING_CASES))
+def test_each_estimator_trains_the_autoencoder_below_the_mean_image_error(case, digits):
+    make_bottleneck, epochs = TRAINING_CASES[case]
+    x_train, x_test = digits
+    keras.utils.set_random_seed(0)
+    model = workbook.autoencoder(make_bottleneck(), learning_rate=3e-3)
+    model.fit(x_train, x_train, epochs=epochs, batch_size=64, verbose=0)
+    test_mse = float(np.mean((model.predict(x_test, verbose=0) - x_test) ** 2))
+    assert test_mse < 0.9 * mean_image_mse(digits), (case, test_mse, mean_image_mse(digits))
+
+
+def test_score_function_model_gives_the_encoder_the_reinforce_gradient_only_through_its_train_step(digits):
+    x_train, _ = digits
+    model = workbook.autoencoder(DiscreteBottleneck("categorical", "score_function", seed=0))
+    assert isinstance(model, ScoreFunctionAutoencoder)
+    assert model.get_layer("encoder").activation.__name__ == "linear"
+    # Through a plain forward pass the sampled code is a constant: the encoder gets nothing.
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((model(x_train[:32], training=True) - x_train[:32]) ** 2)
+    assert all(g is None for g in tape.gradient(loss, model.get_layer("encoder").trainable_weights))
+    # The train step adds the score-function term: the encoder's weights move, the baseline follows the loss.
+    before = model.get_layer("encoder").get_weights()[0].copy()
+    history = model.fit(x_train[:256], x_train[:256], epochs=1, batch_size=64, verbose=0)
+    assert not np.allclose(model.get_layer("encoder").get_weights()[0], before)
+    baseline = float(model.get_layer("bottleneck").baseline.numpy())
+    assert 0 < baseline < history.history["loss"][0]
+
+
+def test_plain_models_keep_the_relu_encoder_and_sequential_class():
+    model = workbook.autoencoder("round_ste")
+    assert type(model) is keras.Sequential and model.get_layer("encoder").activation.__name__ == "relu"
+
+
+@pytest.mark.parametrize("bottleneck", [
+    lambda: DiscreteBottleneck("categorical", "score_function", seed=3, test_latent="mode"),
+    lambda: DiscreteBottleneck("bernoulli", "gumbel_softmax", tau=0.5, seed=3, test_latent="mode"),
+    lambda: VectorQuantizer(n_codes=8, commitment=0.5),
+], ids=["score_function", "gumbel_softmax", "vector_quantiser"])
+def test_saves_and_loads_in_safe_mode_and_keeps_training(bottleneck, digits, tmp_path):
+    x_train, x_test = digits
+    model = workbook.autoencoder(bottleneck())
+    model.fit(x_train[:128], x_train[:128], epochs=1, batch_size=64, verbose=0)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert type(loaded) is type(model)
+    assert loaded.get_layer("bottleneck").get_config() == model.get_layer("bottleneck").get_config()
+    np.testing.assert_allclose(loaded.predict(x_test[:16], verbose=0), model.predict(x_test[:16], verbose=0),
+                               atol=1e-6)
+    loaded.fit(x_train[:128], x_train[:128], epochs=1, batch_size=64, verbose=0)
+
+
+def test_compare_bottlenecks_trains_discrete_bottlenecks_with_live_gradient_norms(digits):
+    x_train, x_test = digits
+    runs = workbook.compare_bottlenecks(
+        {"score function": DiscreteBottleneck("categorical", "score_function", seed=0),
+         "vector quantiser": VectorQuantizer(n_codes=8)},
+        epochs=1, every=2, x_train=x_train[:256], x_test=x_test[:64], show=False)
+    for run in runs.values():
+        assert "encoder" in run.gradients.layers and not run.gradients.dead_layers()
+        assert np.all(run.gradients.norms[:, run.gradients.layers.index("encoder")] > 0)
+    assert "bottleneck" in runs["vector quantiser"].gradients.layers  # the codebook learns

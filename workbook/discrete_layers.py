@@ -1,0 +1,234 @@
+"""Discrete bottlenecks as Keras layers: a sampled latent with a chosen estimator, and a codebook.
+
+Introduced in 06_beyond_straight_through.ipynb. Each layer is registered, so a
+model using it saves and loads with ``keras.saving.load_model(path,
+safe_mode=True)`` (after ``import workbook.discrete_layers``) and plugs into
+``workbook.autoencoder(bottleneck=...)`` and ``workbook.compare_bottlenecks``.
+
+While training, a :class:`DiscreteBottleneck` samples with its estimator; at
+test time (``predict``, ``evaluate``) it draws a hard sample (or, with
+``test_latent="mode"``, returns the most likely latent), so a test error always
+measures a model whose decoder sees a discrete code.
+"""
+
+import numbers
+
+import keras
+from keras import ops
+
+from .estimators import check_estimator, check_tau, latent_mode, sample_latent
+
+__all__ = ["DiscreteBottleneck", "VectorQuantizer", "ScoreFunctionAutoencoder"]
+
+
+@keras.saving.register_keras_serializable(package="workbook")
+class DiscreteBottleneck(keras.layers.Layer):
+    """Sample a Bernoulli or categorical latent from its inputs (the logits), with ``estimator``'s gradient.
+
+    Introduced in 06_beyond_straight_through.ipynb. The estimators, with their sources,
+    are described in ``workbook.estimators``: straight-through (Bengio et al. 2013),
+    Gumbel-softmax soft and straight-through (Jang, Gu and Poole 2017; Maddison, Mnih
+    and Teh 2017), and the score function, REINFORCE, with a moving-average baseline
+    (Williams 1992). The score function needs each example's loss, so a model with it
+    trains through :class:`ScoreFunctionAutoencoder` (``workbook.autoencoder`` picks it).
+
+    Parameters
+    ----------
+    latent : {"bernoulli", "categorical"}
+        One bit per input value, or one class per position among the last axis (one-hot output).
+    estimator : {"straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_function"}
+    tau : float
+        Gumbel-softmax temperature.
+    baseline_decay : float in [0, 1)
+        The score function's baseline follows each batch's mean loss with this decay.
+    seed : int or None
+        For the sampling noise.
+    test_latent : {"sample", "mode"}
+        At test time, a hard random sample (what the decoder was trained on) or the most
+        likely latent (deterministic; good only once the encoder is confident).
+    name : str
+        Default ``"bottleneck"``, the name ``workbook.autoencoder`` uses.
+
+    Examples
+    --------
+    >>> bottleneck = DiscreteBottleneck("categorical", "gumbel_softmax_st", tau=0.5)
+    """
+
+    #: The encoder in front of this layer outputs logits, which may be negative: no ReLU.
+    encoder_activation = "linear"
+
+    def __init__(self, latent="bernoulli", estimator="straight_through", tau=1.0, baseline_decay=0.9,
+                 seed=None, test_latent="sample", name="bottleneck", **kwargs):
+        check_estimator(estimator, latent, owner="DiscreteBottleneck")
+        if test_latent not in ("sample", "mode"):
+            raise ValueError(f"DiscreteBottleneck: test_latent={test_latent!r} must be 'sample' (a hard random "
+                             f"sample) or 'mode' (the most likely latent).")
+        self.tau = check_tau(tau, owner="DiscreteBottleneck")
+        if isinstance(baseline_decay, bool) or not isinstance(baseline_decay, numbers.Real) \
+                or not 0 <= baseline_decay < 1:
+            raise ValueError(f"DiscreteBottleneck: baseline_decay={baseline_decay!r} must be a number in [0, 1), "
+                             f"e.g. 0.9.")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+            raise ValueError(f"DiscreteBottleneck: seed={seed!r} must be None or a whole number of at least 0.")
+        super().__init__(name=name, **kwargs)
+        self.latent, self.estimator = latent, estimator
+        self.baseline_decay = float(baseline_decay)
+        self.seed = None if seed is None else int(seed)
+        self.test_latent = test_latent
+        self.seed_generator = keras.random.SeedGenerator(self.seed)
+        self.baseline = self.add_weight(shape=(), initializer="zeros", trainable=False, name="baseline")
+
+    @property
+    def needs_example_losses(self):
+        """True for the score function: training needs each example's loss (see ScoreFunctionAutoencoder)."""
+        return self.estimator == "score_function"
+
+    def call(self, inputs, training=False):
+        if training:
+            return self.sample(inputs)[0]
+        if self.test_latent == "mode":
+            return latent_mode(inputs, self.latent)
+        hard, _ = sample_latent(inputs, self.latent, "score_function", seed=self.seed_generator)
+        return hard
+
+    def sample(self, inputs):
+        """(latent, log-probability of each example's latent), drawn with this layer's estimator."""
+        z, log_prob = sample_latent(inputs, self.latent, self.estimator, self.tau, seed=self.seed_generator)
+        return z, ops.sum(ops.reshape(log_prob, (ops.shape(inputs)[0], -1)), axis=1)
+
+    def score_function_loss(self, example_losses, log_prob):
+        """A term whose gradient is the score-function estimate: mean of (loss - baseline) * grad log p."""
+        advantage = ops.stop_gradient(example_losses - self.baseline)
+        return ops.mean(advantage * log_prob)
+
+    def update_baseline(self, example_losses):
+        """Move the baseline toward this batch's mean loss (after the step that used it)."""
+        decay = self.baseline_decay
+        self.baseline.assign(decay * self.baseline + (1.0 - decay) * ops.mean(ops.stop_gradient(example_losses)))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "latent": self.latent, "estimator": self.estimator, "tau": self.tau,
+                "baseline_decay": self.baseline_decay, "seed": self.seed, "test_latent": self.test_latent}
+
+    def __repr__(self):
+        tau = f", tau={self.tau:g}" if self.estimator.startswith("gumbel") else ""
+        return f"<DiscreteBottleneck({self.latent!r}, {self.estimator!r}{tau}) name={self.name!r}>"
+
+
+@keras.saving.register_keras_serializable(package="workbook")
+class VectorQuantizer(keras.layers.Layer):
+    """Replace each vector along the last axis by the nearest of ``n_codes`` learned codes.
+
+    Introduced in 06_beyond_straight_through.ipynb. VQ-VAE (van den Oord, Vinyals and
+    Kavukcuoglu 2017, "Neural discrete representation learning", arXiv:1711.00937):
+    the forward pass looks up the nearest code; the backward pass copies the decoder's
+    gradient straight through to the encoder. While training the layer adds
+    ``mean((stop_gradient(x) - code) ** 2)``, which moves the codebook toward the
+    encoder's outputs, and ``commitment * mean((x - stop_gradient(code)) ** 2)``, which
+    keeps the encoder near its codes, to the model's loss.
+
+    Parameters
+    ----------
+    n_codes : int
+        Size of the codebook.
+    commitment : float
+        Weight of the commitment loss (the paper's beta, 0.25).
+    seed : int
+        For the initial codebook, uniform in [0, 1).
+    name : str
+        Default ``"bottleneck"``.
+    """
+
+    def __init__(self, n_codes=32, commitment=0.25, seed=0, name="bottleneck", **kwargs):
+        if isinstance(n_codes, bool) or not isinstance(n_codes, numbers.Integral) or not 2 <= n_codes <= 65536:
+            raise ValueError(f"VectorQuantizer: n_codes={n_codes!r} must be a whole number from 2 to 65536, "
+                             f"e.g. n_codes=32.")
+        if isinstance(commitment, bool) or not isinstance(commitment, numbers.Real) or not 0 <= commitment <= 10:
+            raise ValueError(f"VectorQuantizer: commitment={commitment!r} must be a number in [0, 10], e.g. 0.25.")
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"VectorQuantizer: seed={seed!r} must be a whole number of at least 0.")
+        super().__init__(name=name, **kwargs)
+        self.n_codes, self.commitment, self.seed = int(n_codes), float(commitment), int(seed)
+
+    def build(self, input_shape):
+        self.codebook = self.add_weight(
+            shape=(self.n_codes, input_shape[-1]), name="codebook",
+            initializer=keras.initializers.RandomUniform(0.0, 1.0, seed=self.seed))
+
+    def nearest_codes(self, inputs):
+        """Index of the nearest code for every vector, shaped like ``inputs`` without its last axis."""
+        dim = ops.shape(inputs)[-1]
+        flat = ops.reshape(inputs, (-1, dim))
+        codebook = ops.cast(self.codebook, flat.dtype)
+        distances = (ops.sum(flat ** 2, axis=1, keepdims=True) - 2.0 * ops.matmul(flat, ops.transpose(codebook))
+                     + ops.sum(codebook ** 2, axis=1)[None, :])
+        return ops.reshape(ops.argmin(distances, axis=1), ops.shape(inputs)[:-1])
+
+    def lookup(self, inputs):
+        """The nearest code for every vector (no gradient to the inputs)."""
+        return ops.take(ops.cast(self.codebook, inputs.dtype), self.nearest_codes(inputs), axis=0)
+
+    def codebook_losses(self, inputs, codes=None):
+        """(codebook loss, commitment loss) for these inputs, as the layer adds them while training."""
+        codes = self.lookup(inputs) if codes is None else codes
+        return (ops.mean(ops.square(ops.stop_gradient(inputs) - codes)),
+                ops.mean(ops.square(inputs - ops.stop_gradient(codes))))
+
+    def call(self, inputs, training=False):
+        codes = self.lookup(inputs)
+        if training:
+            codebook_loss, commitment_loss = self.codebook_losses(inputs, codes)
+            self.add_loss(codebook_loss + self.commitment * commitment_loss)
+        return inputs + ops.stop_gradient(codes - inputs)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "n_codes": self.n_codes, "commitment": self.commitment, "seed": self.seed}
+
+    def __repr__(self):
+        return f"<VectorQuantizer(n_codes={self.n_codes}, commitment={self.commitment:g}) name={self.name!r}>"
+
+
+@keras.saving.register_keras_serializable(package="workbook")
+class ScoreFunctionAutoencoder(keras.Sequential):
+    """A ``keras.Sequential`` whose training step adds the score-function term of its bottleneck.
+
+    Introduced in 06_beyond_straight_through.ipynb; ``workbook.autoencoder`` builds one when
+    the bottleneck is a :class:`DiscreteBottleneck` with ``estimator="score_function"``.
+    Each step samples the latent, computes each example's mean squared error, and
+    minimises ``loss + mean(stop_gradient(example_loss - baseline) * log p(latent))``:
+    the decoder gets its ordinary gradient, the encoder the REINFORCE estimate
+    (Williams 1992). The reported ``loss`` is the mean squared error alone.
+    """
+
+    def train_step(self, data):
+        import tensorflow as tf
+
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        with tf.GradientTape() as tape:
+            scored, outputs = [], x
+            for layer in self.layers:
+                if getattr(layer, "needs_example_losses", False):
+                    outputs, log_prob = layer.sample(outputs)
+                    scored.append((layer, log_prob))
+                else:
+                    outputs = layer(outputs, training=True)
+            loss = self.compute_loss(x=x, y=y, y_pred=outputs, sample_weight=sample_weight, training=True)
+            example_losses = ops.mean(ops.square(y - outputs), axis=tuple(range(1, len(outputs.shape))))
+            objective = loss
+            for layer, log_prob in scored:
+                objective = objective + layer.score_function_loss(example_losses, log_prob)
+        gradients = tape.gradient(objective, self.trainable_weights)
+        self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
+        for layer, _ in scored:
+            layer.update_baseline(example_losses)
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss, sample_weight=ops.shape(x)[0])
+        return self.compute_metrics(x, y, outputs, sample_weight=sample_weight)
+

@@ -1,0 +1,131 @@
+"""Gradients through a random discrete choice: four estimators for Bernoulli and categorical latents.
+
+Introduced in 06_beyond_straight_through.ipynb. A latent ``z`` is drawn from a
+distribution whose parameters are ``logits``; the loss depends on ``z``. The
+gradient of the *expected* loss with respect to the logits has no pathwise
+form, since ``z`` is a step function of the noise. Each estimator below gives
+one, with its own trade-off:
+
+``straight_through``
+    Forward the sample, backpropagate as if it were its mean (Bengio, Léonard
+    and Courville 2013, arXiv:1308.3432): ``z = b + p - stop_gradient(p)``.
+    Low variance, biased.
+``gumbel_softmax``
+    Forward a relaxed sample ``softmax((logits + g) / tau)``, ``g`` Gumbel noise
+    (Jang, Gu and Poole 2017, arXiv:1611.01144; Maddison, Mnih and Teh 2017,
+    "The Concrete distribution", arXiv:1611.00712). Not discrete; biased,
+    less so as ``tau`` goes to 0, when its variance grows.
+``gumbel_softmax_st``
+    Forward the hard sample, backpropagate the relaxed one (Jang et al. 2017).
+``score_function``
+    Forward the sample with no gradient at all, and return its log-probability:
+    ``(loss - baseline) * log_prob`` has the unbiased REINFORCE gradient
+    (Williams 1992, "Simple statistical gradient-following algorithms",
+    Machine Learning 8:229-256). Unbiased, high variance; a baseline lowers it.
+
+Every function uses ``keras.ops`` and works eagerly, in ``tf.function`` and in a layer.
+"""
+
+import numbers
+
+__all__ = ["ESTIMATORS", "LATENTS", "sample_latent", "latent_mode", "check_estimator", "check_tau"]
+
+#: The estimator names :func:`sample_latent` understands.
+ESTIMATORS = ("straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_function")
+
+#: The kinds of latent: one bit per logit, or one of ``logits.shape[-1]`` classes.
+LATENTS = ("bernoulli", "categorical")
+
+# Keeps log(u) and log(1 - u) finite for uniform noise u.
+_EPSILON = 1e-7
+
+
+def check_estimator(estimator, latent="bernoulli", owner="sample_latent"):
+    """Raise a ValueError naming the argument unless both names are known."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"{owner}: estimator={estimator!r} is not known; use one of "
+                         f"{', '.join(map(repr, ESTIMATORS))}.")
+    if latent not in LATENTS:
+        raise ValueError(f"{owner}: latent={latent!r} is not known; use 'bernoulli' (one bit per "
+                         f"logit) or 'categorical' (one class along the last axis).")
+
+
+def check_tau(tau, owner="sample_latent"):
+    """``tau`` as a float, or a ValueError saying what is allowed."""
+    if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not 0 < tau <= 100:
+        raise ValueError(f"{owner}: tau={tau!r} must be a temperature in (0, 100], e.g. tau=1.0; "
+                         f"small tau is closer to discrete.")
+    return float(tau)
+
+
+def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=1.0, seed=None):
+    """Draw a discrete latent from ``logits``, with ``estimator``'s gradient.
+
+    Introduced in 06_beyond_straight_through.ipynb.
+
+    Parameters
+    ----------
+    logits : tensor
+        Bernoulli: one log-odds per bit, any shape. Categorical: the last axis holds the
+        classes' unnormalised log-probabilities.
+    latent : {"bernoulli", "categorical"}
+    estimator : one of :data:`ESTIMATORS`
+    tau : float
+        The Gumbel-softmax temperature (ignored by the other estimators).
+    seed : int, keras.random.SeedGenerator or None
+        Passed to ``keras.random.uniform``.
+
+    Returns
+    -------
+    (z, log_prob)
+        ``z`` has the shape of ``logits``: bits, or one-hot rows for categorical (relaxed
+        values in [0, 1] for ``"gumbel_softmax"``). ``log_prob`` is the log-probability of
+        the hard sample, per bit (Bernoulli) or per row (categorical), differentiable with
+        respect to ``logits``. Only ``"score_function"`` needs it; its ``z`` carries no gradient.
+    """
+    import keras
+    from keras import ops
+
+    check_estimator(estimator, latent)
+    tau = check_tau(tau)
+    logits = ops.convert_to_tensor(logits)
+    u = keras.random.uniform(ops.shape(logits), minval=_EPSILON, maxval=1.0 - _EPSILON,
+                             dtype=logits.dtype, seed=seed)
+    if latent == "bernoulli":
+        noise = ops.log(u) - ops.log(1.0 - u)  # logistic: P(logits + noise > 0) = sigmoid(logits)
+        perturbed = logits + noise
+        hard = ops.cast(perturbed > 0, logits.dtype)
+        mean = ops.sigmoid(logits)
+        relaxed = ops.sigmoid(perturbed / tau)
+        log_prob = hard * ops.log_sigmoid(logits) + (1.0 - hard) * ops.log_sigmoid(-logits)
+    else:
+        perturbed = logits - ops.log(-ops.log(u))  # Gumbel-max: argmax is a sample
+        classes = ops.shape(logits)[-1]
+        hard = ops.one_hot(ops.argmax(perturbed, axis=-1), classes, dtype=logits.dtype)
+        mean = ops.softmax(logits, axis=-1)
+        relaxed = ops.softmax(perturbed / tau, axis=-1)
+        log_prob = ops.sum(hard * ops.log_softmax(logits, axis=-1), axis=-1)
+    # hard + (y - stop_gradient(y)): the bracket is exactly 0 forward, so z is exactly the bit
+    if estimator == "straight_through":
+        z = hard + (mean - ops.stop_gradient(mean))
+    elif estimator == "gumbel_softmax":
+        z = relaxed
+    elif estimator == "gumbel_softmax_st":
+        z = hard + (relaxed - ops.stop_gradient(relaxed))
+    else:
+        z = ops.stop_gradient(hard)
+    return z, log_prob
+
+
+def latent_mode(logits, latent="bernoulli"):
+    """The most likely latent for ``logits`` (no noise): what a trained model uses at test time.
+
+    Introduced in 06_beyond_straight_through.ipynb.
+    """
+    from keras import ops
+
+    check_estimator("straight_through", latent, owner="latent_mode")
+    logits = ops.convert_to_tensor(logits)
+    if latent == "bernoulli":
+        return ops.cast(logits > 0, logits.dtype)
+    return ops.one_hot(ops.argmax(logits, axis=-1), ops.shape(logits)[-1], dtype=logits.dtype)
