@@ -7,7 +7,7 @@ import os
 from nbgrader.converters.autograde import Autograde
 from nbgrader.preprocessors import Execute
 
-from workbook.autograde import KernelSurvivingExecute
+from workbook.autograde import GuardedExecute
 from workbook.grading import cell_timeout
 
 c = get_config()  # noqa: F821 (defined by nbgrader when it reads this file)
@@ -23,10 +23,11 @@ c.CourseDirectory.course_id = "gradient-workbook"
 c.Execute.timeout = 120
 c.Execute.timeout_func = cell_timeout
 
-# A cell that ends the kernel (os._exit, a crash, out of memory) fails that cell only: a new
-# kernel reruns the cells before it and grading goes on (nbgrader's own Execute would
-# record no grade at all for the submission).
+# nbgrader's execute step with the guards a hub needs (workbook/autograde.py): a cell that
+# ends the kernel fails that cell only, a whole submission gets at most 15 minutes, lines
+# that change imported modules are caught before any student code runs, the workbook's
+# files are checked to be unchanged afterwards, and a warning in a graded cell is not an error.
 c.Autograde.autograde_preprocessors = [
-    KernelSurvivingExecute if step is Execute else step
+    GuardedExecute if step is Execute else step
     for step in Autograde.class_traits()["autograde_preprocessors"].default()
 ]

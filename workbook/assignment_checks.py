@@ -233,7 +233,7 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
 # --- the pieces of check_reconstruction ------------------------------------------------
 
 def _check_code(model, probe):
-    """✓ if the layer named ``bottleneck`` outputs only the four levels on ``probe``."""
+    """✓ if the layer named ``bottleneck`` is quantize_2bit's forward on ``probe``: the four levels."""
     import keras
 
     try:
@@ -243,9 +243,14 @@ def _check_code(model, probe):
         print(f"✗ model has no layer named 'bottleneck' (its layers: {names}). "
               f"Build it with workbook.autoencoder(bottleneck=...).")
         return False
+    if layer.weights:
+        print(f"✗ the bottleneck has weights ({', '.join(w.name for w in layer.weights)}); part (c) is graded "
+              f"with a quantizer that has none. Use your quantizer as the bottleneck.")
+        return False
     try:
         inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-        code = np.asarray(keras.Model(inputs, layer.output)(probe, training=False))
+        before, code = keras.Model(inputs, [layer.input, layer.output])(probe, training=False)
+        before, code = np.asarray(before, dtype="float64"), np.asarray(code, dtype="float64")
     except Exception as error:
         print(f"✗ Could not compute the bottleneck's output: {type(error).__name__}: {error}")
         return False
@@ -255,6 +260,16 @@ def _check_code(model, probe):
         image = int(np.argmax(distance)) // (code.size // len(probe))
         print(f"✗ the bottleneck outputs {value:.4g} for x_test[{image}]; a 2-bit code takes only "
               f"the values 0, 1/3, 2/3 and 1. Use your quantizer as the bottleneck.")
+        return False
+    # The grader measures part (c) again with round(3 clip(x, 0, 1)) / 3 as the bottleneck.
+    near_tie = np.zeros(before.shape, dtype=bool)
+    for tie in _TIES:
+        near_tie |= np.abs(before - tie) <= _TIE_MARGIN
+    wrong = (np.abs(code - np.round(3 * np.clip(before, 0, 1)) / 3) > 1e-5) & ~near_tie
+    if wrong.any():
+        i = int(np.argmax(wrong.reshape(-1)))
+        print(f"✗ the bottleneck maps {before.reshape(-1)[i]:.4g} to {code.reshape(-1)[i]:.4g}, not to "
+              f"round(3 clip(x, 0, 1)) / 3; part (c) is graded with that quantizer (quantize_2bit's forward).")
         return False
     used = np.unique(np.round(code * 3).astype(int))
     names = ", ".join(("0", "1/3", "2/3", "1")[level] for level in used)

@@ -71,13 +71,15 @@ def warnings_as_output(prefix="Warning"):
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        yield caught
-    seen = set()
-    for warning in caught:
-        text = f"{prefix} ({warning.category.__name__}): {warning.message}"
-        if text not in seen:
-            seen.add(text)
-            print(text)
+        try:
+            yield caught
+        finally:  # also when the block raises: the warning may say why
+            seen = set()
+            for warning in caught:
+                text = f"{prefix} ({warning.category.__name__}): {warning.message}"
+                if text not in seen:
+                    seen.add(text)
+                    print(text)
 
 
 def _quiet_tensorflow():

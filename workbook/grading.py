@@ -19,6 +19,7 @@ functions through their code objects, or read the hidden tests' verdicts and for
 output) is listed in course/README.md, with what to review by hand.
 """
 
+import ast
 import hashlib
 import json
 import os
@@ -30,7 +31,7 @@ import types
 import numpy as np
 
 __all__ = ["assert_genuine", "replaced_functions", "measure_reconstruction_apart", "cell_timeout",
-           "TIME_BUDGET_SECONDS", "TARGET_MSE"]
+           "tampering_lines", "TIME_BUDGET_SECONDS", "TARGET_MSE"]
 
 #: Part (c)'s budget for building and training the model, and its target; the check
 #: cell repeats both as literals, so that no answer cell can change what is graded.
@@ -39,11 +40,15 @@ TARGET_MSE = 0.006
 #: The test images part (c) is measured on: all 2,000 of the bundled test split.
 N_TEST_MEASURED = 2000
 
-# Modules whose functions a check calls, directly or through the workbook. Classes are
+# Modules whose functions a check calls, directly or through the workbook: these, and every
+# module of theirs this process has loaded whose name starts with one of them. Classes are
 # looked into (their methods) only where they belong to the same library.
-_LIBRARIES = ("builtins", "math", "time", "subprocess", "json", "tempfile", "os", "numpy", "keras", "keras.ops",
-              "keras.layers", "tensorflow")
-
+_LIBRARIES = ("builtins", "math", "time", "subprocess", "json", "tempfile", "os", "sys", "types", "functools",
+              "numpy", "keras", "tensorflow")
+# Only what the checks reach: the rest of TensorFlow (thousands of modules) is left out.
+_LIBRARY_PACKAGES = ("numpy", "keras.src.ops", "keras.src.backend.tensorflow", "keras.src.models",
+                     "keras.src.layers", "keras.src.trainers", "tensorflow.python.ops",
+                     "tensorflow.python.eager", "tensorflow.python.framework")
 
 # The fresh process's fingerprints, by the modules asked for.
 _pristine = {}
@@ -72,12 +77,22 @@ def _simple(value):
     return type(value).__name__
 
 
+def _function_digest(function, depth=0):
+    """Code, name and defaults of a function, and of the functions it wraps (functools.wraps)."""
+    text = (f"{_code_digest(function.__code__)} {getattr(function, '__qualname__', '')} "
+            f"defaults {_simple(function.__defaults__)}")
+    wrapped = getattr(function, "__wrapped__", None)
+    if isinstance(wrapped, types.FunctionType) and depth < 4:
+        text += " wraps " + _function_digest(wrapped, depth + 1)
+    return text
+
+
 def _fingerprint(value):
     """What identifies a function across processes: its code, or its native name."""
     if isinstance(value, (staticmethod, classmethod)):
         value = value.__func__
     if isinstance(value, types.FunctionType):
-        return f"function {_code_digest(value.__code__)} defaults {_simple(value.__defaults__)}"
+        return "function " + _function_digest(value)
     if isinstance(value, np.ufunc):
         return f"ufunc {value.__name__} {value.nin}->{value.nout}"
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
@@ -87,17 +102,24 @@ def _fingerprint(value):
     if callable(value) and not isinstance(value, type) and hasattr(value, "__qualname__"):
         # A wrapper object, such as NumPy's dispatcher for np.mean or a tf.function.
         wrapped = getattr(value, "__wrapped__", None) or getattr(value, "_implementation", None)
-        inner = _code_digest(wrapped.__code__) if isinstance(wrapped, types.FunctionType) else ""
+        inner = _function_digest(wrapped) if isinstance(wrapped, types.FunctionType) else ""
         return f"callable {type(value).__qualname__} {getattr(value, '__module__', None)}.{value.__qualname__} {inner}"
     return None
 
 
-def _module_fingerprints(module):
-    """{name: fingerprint} for a module's functions and its own classes' methods."""
+def _module_fingerprints(module, own_only=False):
+    """{name: fingerprint} for a module's functions and its own classes' methods.
+
+    With ``own_only``, only what the module defines itself: a name a module merely binds
+    to another module's function (a loop variable left over from its import, say) may
+    differ between processes with the order of imports.
+    """
     root = module.__name__.split(".")[0]
     found = {}
     for name, value in list(vars(module).items()):
         if name.startswith("__"):
+            continue
+        if own_only and getattr(value, "__module__", None) != module.__name__:
             continue
         fingerprint = _fingerprint(value)
         if fingerprint is not None:
@@ -110,20 +132,35 @@ def _module_fingerprints(module):
     return found
 
 
-def _fingerprints(module_names):
-    """Fingerprints of every function in the named modules that this process has imported."""
+def _fingerprints(module_names, reference=False):
+    """Fingerprints of every function in the named modules that this process has imported.
+
+    ``reference``: this is the fresh process, whose answer says what to compare. Inside a
+    library's own modules it names only what each module defines; a name the kernel has
+    and the reference does not is not compared.
+
+    A module itself is fingerprinted by its file, so that an entry of ``sys.modules``
+    replaced by another object (or another file) shows up too.
+    """
     found = {}
     for name in module_names:
         module = sys.modules.get(name)
-        if isinstance(module, types.ModuleType):
-            found.update(_module_fingerprints(module))
+        if module is None:
+            continue
+        if not isinstance(module, types.ModuleType):
+            found[name] = f"not a module: {type(module).__name__}"
+            continue
+        found[name] = f"module {getattr(module, '__file__', None)}"
+        own_only = reference and name not in _LIBRARIES and not name.startswith("workbook")
+        found.update(_module_fingerprints(module, own_only))
     return found
 
 
 def _modules_to_compare():
-    workbook_modules = sorted(name for name, module in sys.modules.items()
-                              if (name == "workbook" or name.startswith("workbook.")) and module is not None)
-    return list(_LIBRARIES) + workbook_modules
+    packages = tuple(f"{package}." for package in _LIBRARY_PACKAGES) + ("workbook.",)
+    loaded = sorted(name for name, module in list(sys.modules.items())
+                    if module is not None and (name == "workbook" or name.startswith(packages)))
+    return list(_LIBRARIES) + loaded
 
 
 def replaced_functions(timeout=120):
@@ -147,15 +184,18 @@ def replaced_functions(timeout=120):
     key = (tuple(names), tuple(resolved))
     if key not in _pristine:  # one fresh process per kernel and set of modules: it takes seconds
         request = json.dumps({"modules": names, "workbook_names": resolved})
-        result = subprocess.run([sys.executable, "-I", "-m", "workbook.grading", "fingerprints"], input=request,
-                                capture_output=True, text=True, timeout=timeout, env=_pristine_environment())
+        result = _run_fresh(["fingerprints"], timeout, request)
         if result.returncode != 0:
             raise RuntimeError(f"the fresh process could not report its functions:\n{result.stderr[-2000:]}")
         _pristine[key] = json.loads(result.stdout.strip().splitlines()[-1])
     pristine = _pristine[key]
     here = _fingerprints(names)
-    return sorted(name for name, fingerprint in here.items()
-                  if name in pristine and pristine[name] != fingerprint and name not in _KERNEL_REPLACES)
+    replaced = {name for name, fingerprint in here.items()
+                if name in pristine and pristine[name] != fingerprint and name not in _KERNEL_REPLACES}
+    # A workbook function deleted, or a module entry replaced by something without it.
+    replaced |= {name for name, fingerprint in pristine.items() if name.startswith("workbook.") and name not in here
+                 and name.rsplit(".", 1)[0] in here and not fingerprint.startswith("module")}
+    return sorted(replaced)
 
 
 def assert_genuine():
@@ -193,8 +233,7 @@ def measure_reconstruction_apart(model, target_mse=TARGET_MSE, timeout=300):
     with tempfile.TemporaryDirectory(prefix="workbook-grading-") as folder:
         path = os.path.join(folder, "weights.npz")
         np.savez(path, *weights)
-        result = subprocess.run([sys.executable, "-I", "-m", "workbook.grading", "reconstruction", path],
-                                capture_output=True, text=True, timeout=timeout, env=_pristine_environment())
+        result = _run_fresh(["reconstruction", path], timeout)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
         print(f"✗ The separate measurement failed: {result.stderr.strip().splitlines()[-1:] or ['no output']}")
@@ -224,10 +263,100 @@ def cell_timeout(cell):
     return 120
 
 
-def _pristine_environment():
-    """This process's environment for a fresh Python, without variables that change how it imports."""
-    return {name: value for name, value in os.environ.items()
-            if name not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT")}
+# What an honest answer never needs: tools that change code or modules behind their backs.
+_TAMPERING_CALLS = {"setattr": "calls setattr", "delattr": "calls delattr", "__import__": "calls __import__",
+                    "exec": "runs code from a string (exec)", "eval": "runs code from a string (eval)",
+                    "compile": "compiles code from a string"}
+_TAMPERING_ATTRIBUTES = {"__code__", "__globals__", "__dict__", "__defaults__", "__kwdefaults__", "__closure__",
+                         "__class__", "__bases__", "__builtins__", "modules"}
+_TAMPERING_MODULES = {"builtins", "gc", "ctypes", "importlib"}
+
+
+def tampering_lines(notebook):
+    """Lines of a submission's writable cells that change imported modules or objects.
+
+    Introduced in course/README.md; :class:`workbook.autograde.GuardedExecute` calls it in
+    the grader's own process, before the student's code runs. The cells read are those a
+    student can write: answer cells, unlocked cells and added cells (nbgrader restores
+    the locked ones). A line counts when it assigns to or deletes an attribute of a name
+    that came from an ``import`` (``np.mean = ...``, ``workbook.check_quantizer = ...``), or
+    uses ``setattr``, ``delattr``, ``__import__``, ``exec``, ``eval``, ``compile``,
+    ``sys.modules``, ``__code__``-like attributes, or the ``builtins``, ``gc``,
+    ``ctypes`` or ``importlib`` modules.
+
+    Returns
+    -------
+    list of (cell index, line number, line, reason)
+        In the order of the notebook; empty for an honest submission.
+    """
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    transformer = TransformerManager()
+    imported, found = set(), []
+    for index, cell in enumerate(notebook.cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") != "code":
+            continue
+        try:
+            tree = ast.parse(transformer.transform_cell(cell.source))
+        except SyntaxError:
+            continue  # it fails when it runs, and earns nothing
+        imported |= _imported_names(tree)
+        if meta.get("locked"):
+            continue
+        lines = cell.source.splitlines()
+        for node in ast.walk(tree):
+            reason = _tampering_reason(node, imported)
+            if reason:
+                line_number = getattr(node, "lineno", 1)
+                found.append((index, line_number, lines[line_number - 1] if line_number <= len(lines) else "", reason))
+    return sorted(set(found))
+
+
+def _imported_names(tree):
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def _tampering_reason(node, imported):
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        for target in targets:
+            for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                root = element
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(element, ast.Attribute) and isinstance(root, ast.Name) and root.id in imported:
+                    return f"changes {ast.unparse(element)}, which belongs to an imported module or object"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _TAMPERING_CALLS:
+        return _TAMPERING_CALLS[node.func.id]
+    if isinstance(node, ast.Attribute) and node.attr in _TAMPERING_ATTRIBUTES:
+        return f"reaches {node.attr}"
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        touched = [m for m in modules if m.split(".")[0] in _TAMPERING_MODULES]
+        if touched:
+            return f"imports {touched[0]}"
+    return None
+
+
+def _run_fresh(arguments, timeout, request=None):
+    """``python -m workbook.grading ARGUMENTS`` in a fresh process that imports what this one does.
+
+    It runs in an empty folder (no module a submission left in its own folder can shadow a
+    library) with this process's import path, minus that folder, as PYTHONPATH: a workbook
+    or library installed with ``--user`` or found through PYTHONPATH is found there too.
+    """
+    here = os.path.abspath(os.getcwd())
+    path = [entry for entry in sys.path if entry and os.path.abspath(entry) != here]
+    env = {name: value for name, value in os.environ.items() if name not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    with tempfile.TemporaryDirectory(prefix="workbook-fresh-") as empty:
+        return subprocess.run([sys.executable, "-m", "workbook.grading", *arguments], input=request, cwd=empty,
+                              capture_output=True, text=True, timeout=timeout, env=env)
 
 
 # --- what runs in the fresh process --------------------------------------------------
@@ -247,7 +376,7 @@ def _report_fingerprints(request):
 
     for name in request["workbook_names"]:
         getattr(workbook, name)
-    return _fingerprints(request["modules"])
+    return _fingerprints(request["modules"], reference=True)
 
 
 def _measure_reconstruction(path):
