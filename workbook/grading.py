@@ -43,7 +43,7 @@ N_TEST_MEASURED = 2000
 # Modules whose functions a check calls, directly or through the workbook: these, and every
 # module of theirs this process has loaded whose name starts with one of them. Classes are
 # looked into (their methods) only where they belong to the same library.
-_LIBRARIES = ("builtins", "math", "time", "subprocess", "json", "tempfile", "os", "sys", "types", "functools",
+_LIBRARIES = ("builtins", "math", "time", "subprocess", "json", "tempfile", "os", "types", "functools",
               "numpy", "keras", "tensorflow")
 # Only what the checks reach: the rest of TensorFlow (thousands of modules) is left out.
 _LIBRARY_PACKAGES = ("numpy", "keras.src.ops", "keras.src.backend.tensorflow", "keras.src.models",
