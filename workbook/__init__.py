@@ -15,6 +15,8 @@ _EXPORTS = {
     # environment.py: seeding, quiet logs, versions (00_start_here)
     "setup": "environment",
     "environment_report": "environment",
+    # compatibility.py: the supported versions, checked in every Setup cell; Colab (00_start_here)
+    "check_versions": "compatibility",
     # data.py: MNIST with or without a network (00_start_here)
     "load_mnist": "data",
     # surrogates.py: forward one function, backpropagate another (01, 02)
