@@ -10,6 +10,7 @@ import pathlib
 import re
 import stat
 import subprocess
+import sys
 import urllib.parse
 
 import nbformat
@@ -237,6 +238,31 @@ def test_ci_runs_make_test():
     commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
                 if line.strip() and not line.strip().startswith("#")]
     assert "make test" in commands
+
+
+def test_make_test_runs_the_oldest_end_too():
+    makefile = (ROOT / "Makefile").read_text()
+    test_recipe = re.search(r"^test: .*?(?=^\S)", makefile, re.DOTALL | re.MULTILINE).group(0)
+    assert "test-oldest" in test_recipe
+    assert "scripts/test_oldest_end.sh" in makefile
+
+
+def test_the_oldest_end_is_skipped_loudly_without_a_package_index(tmp_path):
+    # A copy of what the script reads, and a pip that can reach no index (nothing listens on
+    # port 9 of this machine; PIP_CONFIG_FILE=/dev/null drops any configured mirror).
+    for name in ("constraints-oldest.txt", "pyproject.toml", "scripts/test_oldest_end.sh"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    environment = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+                   "PIP_NO_CACHE_DIR": "1", "OLDEST_PYTHON": sys.executable}
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "WORKBOOK_SKIP_OLDEST"):
+        environment.pop(name, None)
+    run = subprocess.run(["bash", str(tmp_path / "scripts" / "test_oldest_end.sh")], cwd=tmp_path,
+                         env=environment, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SKIPPED: the package index cannot be reached" in run.stdout
+    assert "NOT tested" in run.stdout
+    assert not (tmp_path / ".venv-oldest").exists()
 
 
 @pytest.mark.parametrize("name", ["keras", "jupyterlab", "ipywidgets", "matplotlib", "numpy", "tensorflow", "tensorflow-cpu"])
