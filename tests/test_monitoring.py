@@ -370,3 +370,26 @@ def test_a_train_step_without_the_optimizer_falls_back_to_an_extra_tape_and_says
     expected = gradient_norms(reference, x_train[64:128])
     np.testing.assert_allclose(monitor.history.norms[0], [expected["hidden"], expected["pixels"]], rtol=1e-3)
     assert_unpatched(model)
+
+
+class RestoreKerasTrainFunction(keras.callbacks.Callback):
+    """After the monitor's on_train_begin, puts Keras's own train function back: as if fit had
+    kept the function it built instead of looking up model.train_function for each batch."""
+
+    def __init__(self, monitor):
+        super().__init__()
+        self.monitor = monitor
+
+    def on_train_begin(self, logs=None):
+        self.model.train_function = self.monitor._active.original
+
+
+def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_records_nothing(x_train):
+    model = workbook.autoencoder(None)
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    monitoring._SAID.clear()
+    with pytest.warns(RuntimeWarning, match="did not run the train function the monitor installed"):
+        model.fit(x_train[:128], x_train[:128], batch_size=64,
+                  callbacks=[monitor, RestoreKerasTrainFunction(monitor)], verbose=0)
+    assert len(monitor.history) == 0
+    assert_unpatched(model)
