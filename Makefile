@@ -1,6 +1,7 @@
 # The whole set-up is two commands:
 #   make lab    install (first time only) and open the workbook in JupyterLab
-#   make test   install (first time only) and run every test and notebook
+#   make test   install (first time only) and run every test and notebook, at the newest
+#               end of the supported range (.venv) and at its oldest (.venv-oldest)
 # Packages are installed into .venv in this folder, again only when a
 # requirements file is newer than the last install.
 
@@ -9,11 +10,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8888
 
-.PHONY: lab test bench assignments clean-venv help
+.PHONY: lab test test-oldest bench assignments clean-venv help
 
 help:
 	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
-	@echo "make test    run the unit tests, execute every notebook, and drive JupyterLab in a headless browser"
+	@echo "make test    run the unit tests, execute every notebook, and drive JupyterLab in a headless browser;"
+	@echo "             then make test-oldest"
+	@echo "make test-oldest  the unit tests and every notebook again at the oldest supported versions"
+	@echo "             (constraints-oldest.txt, Python 3.10), and the Colab install, in .venv-oldest"
 	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
 	@echo "make assignments  write the student versions (nbgrader) into course/release/"
 
@@ -42,6 +46,12 @@ lab: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/python tests/browser_session.py --check
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-oldest
+
+# The oldest end of the supported range, in its own venv (built once, like .venv); skipped
+# with a message, never silently, where the package index cannot be reached to build it.
+test-oldest:
+	bash scripts/test_oldest_end.sh
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run.py
@@ -52,4 +62,4 @@ assignments: $(VENV)/.installed-dev
 	$(BIN)/python scripts/make_assignments.py
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-oldest

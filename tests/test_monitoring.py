@@ -130,7 +130,7 @@ def test_frozen_layers_are_not_listed(x_train):
 
 
 def assert_unpatched(model):
-    assert "apply_gradients" not in model.optimizer.__dict__
+    assert "apply" not in model.optimizer.__dict__ and "train_step" not in vars(model)
     assert not hasattr(model.train_function, monitoring._MARK)
 
 
@@ -151,9 +151,9 @@ def test_the_model_saves_loads_and_trains_plainly_after_a_monitored_fit(x_train,
     loaded.fit(x_train[:128], x_train[:128], batch_size=64, verbose=0)
     assert not np.array_equal(before, loaded.get_layer("encoder").get_weights()[0])
     # Monitoring again continues the steps and reuses the traced step.
-    traced = monitor._traced[id(model)].monitored
+    traced = monitor._traced[id(model)].functions["record"]
     model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
-    assert monitor._traced[id(model)].monitored is traced
+    assert monitor._traced[id(model)].functions["record"] is traced
     assert np.array_equal(monitor.history.steps, [0, 1, 2, 3])
     assert_unpatched(model)
 
@@ -230,3 +230,166 @@ def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(
 def test_bad_arguments_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         workbook.GradientNormMonitor(**kwargs)
+
+
+# --- The two Keras internals the monitor stands on, pinned on both ends of the range --------
+# `make test` runs this file in .venv (the newest TensorFlow/Keras) and in .venv-oldest
+# (TensorFlow 2.18, Keras 3.8), so a Keras that changes either fails here first.
+
+
+def test_internal_the_built_in_train_step_hands_its_gradients_to_optimizer_apply(x_train):
+    model = workbook.autoencoder(None, seed=1)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    expected = gradient_norms(model, x_train[:64])
+    seen = []
+    real_apply = model.optimizer.apply
+
+    def apply(grads, trainable_variables=None):
+        seen.append([float(tf.reduce_sum(g ** 2)) for g in grads])
+        return real_apply(grads, trainable_variables)
+
+    model.optimizer.apply = apply
+    model.run_eagerly = True  # each step calls apply once, with concrete gradients
+    try:
+        model.fit(x_train[:64], x_train[:64], batch_size=64, shuffle=False, verbose=0)
+    finally:
+        del model.optimizer.apply
+    assert len(seen) == 1
+    total = np.sqrt(sum(seen[0]))
+    np.testing.assert_allclose(total, np.sqrt(sum(v ** 2 for v in expected.values())), rtol=1e-3)
+
+
+class ReplaceTrainFunction(keras.callbacks.Callback):
+    """Swaps model.train_function in on_train_begin and counts the calls fit makes to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def on_train_begin(self, logs=None):
+        original = self.model.train_function
+
+        def counted(iterator):
+            self.calls += 1
+            return original(iterator)
+
+        self.model.train_function = counted
+
+
+def test_internal_fit_looks_up_train_function_for_every_batch_after_on_train_begin(x_train):
+    model = workbook.autoencoder(None)
+    counter = ReplaceTrainFunction()
+    model.fit(x_train[:192], x_train[:192], batch_size=64, epochs=2, callbacks=[counter], verbose=0)
+    assert counter.calls == 6  # 3 batches per epoch, 2 epochs
+
+
+# --- Models that override train_step ------------------------------------------------------
+
+
+class GuideModel(keras.Sequential):
+    """The overridden train_step of Keras's guide "Customizing what happens in fit() with
+    TensorFlow" (keras.io/guides/custom_train_step_in_tensorflow/): its own tape, then
+    self.optimizer.apply(gradients, trainable_vars)."""
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+        trainable_vars = self.trainable_variables
+        gradients = tape.gradient(loss, trainable_vars)
+        self.optimizer.apply(gradients, trainable_vars)
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss)
+            else:
+                metric.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+
+class ManualSGDModel(keras.Sequential):
+    """A train_step that updates the weights itself, never through the optimizer (as in
+    hand-written loops such as tensorflow.org's "Writing a training loop from scratch")."""
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(y=y, y_pred=self(x, training=True))
+        for variable, gradient in zip(self.trainable_variables, tape.gradient(loss, self.trainable_variables)):
+            variable.assign_sub(0.1 * gradient)
+        return {"loss": loss}
+
+
+def small_model(model_class):
+    model = model_class([keras.Input((28, 28, 1)), keras.layers.Flatten(name="flatten"),
+                         keras.layers.Dense(16, activation="relu", name="hidden"),
+                         keras.layers.Dense(784, activation="sigmoid", name="pixels"),
+                         keras.layers.Reshape((28, 28, 1), name="image")])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    return model
+
+
+def test_an_overridden_train_step_from_keras_guide_is_recorded_from_its_own_gradients(x_train, recwarn):
+    keras.utils.set_random_seed(3)
+    model = small_model(GuideModel)
+    expected = gradient_norms(model, x_train[:64])
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    model.fit(x_train[:192], x_train[:192], batch_size=64, shuffle=False, callbacks=[monitor], verbose=0)
+    assert not [w for w in recwarn if "GradientNormMonitor" in str(w.message)]
+    assert monitor.history.layers == ["hidden", "pixels"]
+    assert np.array_equal(monitor.history.steps, [0, 1, 2])
+    np.testing.assert_allclose(monitor.history.norms[0], [expected["hidden"], expected["pixels"]], rtol=1e-3)
+    assert_unpatched(model)
+
+
+class WeightsBeforeBatch(keras.callbacks.Callback):
+    def __init__(self, batch):
+        super().__init__()
+        self.batch, self.weights = batch, None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == self.batch:
+            self.weights = self.model.get_weights()
+
+
+def test_a_train_step_without_the_optimizer_falls_back_to_an_extra_tape_and_says_so_once(x_train):
+    keras.utils.set_random_seed(4)
+    model = small_model(ManualSGDModel)
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    before_second = WeightsBeforeBatch(1)
+    monitoring._SAID.clear()
+    with pytest.warns(RuntimeWarning, match="extra GradientTape") as caught:
+        model.fit(x_train[:192], x_train[:192], batch_size=64, shuffle=False,
+                  callbacks=[before_second, monitor], verbose=0)
+        model.fit(x_train[:64], x_train[:64], batch_size=64, callbacks=[monitor], verbose=0)
+    assert len([w for w in caught if "GradientNormMonitor" in str(w.message)]) == 1
+    # The first batch showed the step never reached the optimizer; the tape records from the second on.
+    assert np.array_equal(monitor.history.steps, [1, 2, 3])
+    reference = small_model(keras.Sequential)
+    reference.set_weights(before_second.weights)
+    expected = gradient_norms(reference, x_train[64:128])
+    np.testing.assert_allclose(monitor.history.norms[0], [expected["hidden"], expected["pixels"]], rtol=1e-3)
+    assert_unpatched(model)
+
+
+class RestoreKerasTrainFunction(keras.callbacks.Callback):
+    """After the monitor's on_train_begin, puts Keras's own train function back: as if fit had
+    kept the function it built instead of looking up model.train_function for each batch."""
+
+    def __init__(self, monitor):
+        super().__init__()
+        self.monitor = monitor
+
+    def on_train_begin(self, logs=None):
+        self.model.train_function = self.monitor._active.original
+
+
+def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_records_nothing(x_train):
+    model = workbook.autoencoder(None)
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    monitoring._SAID.clear()
+    with pytest.warns(RuntimeWarning, match="did not run the train function the monitor installed"):
+        model.fit(x_train[:128], x_train[:128], batch_size=64,
+                  callbacks=[monitor, RestoreKerasTrainFunction(monitor)], verbose=0)
+    assert len(monitor.history) == 0
+    assert_unpatched(model)

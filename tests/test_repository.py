@@ -10,6 +10,7 @@ import pathlib
 import re
 import stat
 import subprocess
+import sys
 import urllib.parse
 
 import nbformat
@@ -186,6 +187,50 @@ def test_readme_describes_every_public_name_and_no_other():
     assert not (mentioned - public), f"README mentions names workbook does not export: {sorted(mentioned - public)}"
 
 
+# --- Google Colab ---------------------------------------------------------------------
+
+COLAB_BADGE = re.compile(
+    r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]"
+    r"\(https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w./-]+?)/notebooks/([\w.-]+\.ipynb)\)")
+INSTALL_LINE = re.compile(r'"git\+https://github\.com/([\w.-]+/[\w.-]+)@([\w./-]+)"')
+
+
+def binder_repository():
+    match = re.search(r"https://mybinder\.org/v2/gh/([\w.-]+/[\w.-]+)/", README.read_text())
+    assert match, "README needs its Binder badge"
+    return match.group(1)
+
+
+def notebook_setup_source(notebook):
+    return next(cell.source for cell in notebook.cells if cell.cell_type == "code" and "workbook.setup(seed=" in cell.source)
+
+
+def test_readme_has_an_open_in_colab_badge_for_every_notebook_in_this_repository():
+    badges = COLAB_BADGE.findall(README.read_text())
+    assert sorted(name for _, _, name in badges) == [path.name for path in ALL_NOTEBOOKS]
+    assert {(repository, ref) for repository, ref, _ in badges} == {(binder_repository(), "main")}
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_opens_with_its_own_colab_badge_and_installs_the_workbook_from_the_same_ref(path):
+    notebook = nbformat.read(path, as_version=4)
+    first = notebook.cells[0]
+    assert first.cell_type == "markdown"
+    badge = COLAB_BADGE.search(first.source.strip().splitlines()[-1])
+    assert badge, f"{path.name}: the first cell's last line should be its Open in Colab badge"
+    repository, ref, name = badge.groups()
+    assert (repository, name) == (binder_repository(), path.name)
+    setup = notebook_setup_source(notebook)
+    install = INSTALL_LINE.search(setup)
+    assert install, f"{path.name}: the Setup cell should install the workbook from git+https://github.com/..."
+    assert install.groups() == (repository, ref), \
+        f"{path.name}: the badge opens {repository}@{ref}, the Setup cell installs {install.group(1)}@{install.group(2)}"
+    # Only the workbook: Colab's TensorFlow, Keras and ipywidgets stay; the tests point it at this checkout.
+    assert "%pip install --quiet --no-deps {install_source}" in setup
+    assert 'os.environ.get("WORKBOOK_INSTALL_SOURCE"' in setup
+    assert setup.index('find_spec("workbook") is None') < setup.index("%pip install")
+
+
 # --- How it is installed and run --------------------------------------------------
 
 
@@ -193,6 +238,31 @@ def test_ci_runs_make_test():
     commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
                 if line.strip() and not line.strip().startswith("#")]
     assert "make test" in commands
+
+
+def test_make_test_runs_the_oldest_end_too():
+    makefile = (ROOT / "Makefile").read_text()
+    test_recipe = re.search(r"^test: .*?(?=^\S)", makefile, re.DOTALL | re.MULTILINE).group(0)
+    assert "test-oldest" in test_recipe
+    assert "scripts/test_oldest_end.sh" in makefile
+
+
+def test_the_oldest_end_is_skipped_loudly_without_a_package_index(tmp_path):
+    # A copy of what the script reads, and a pip that can reach no index (nothing listens on
+    # port 9 of this machine; PIP_CONFIG_FILE=/dev/null drops any configured mirror).
+    for name in ("constraints-oldest.txt", "pyproject.toml", "scripts/test_oldest_end.sh"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    environment = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+                   "PIP_NO_CACHE_DIR": "1", "OLDEST_PYTHON": sys.executable}
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "WORKBOOK_SKIP_OLDEST"):
+        environment.pop(name, None)
+    run = subprocess.run(["bash", str(tmp_path / "scripts" / "test_oldest_end.sh")], cwd=tmp_path,
+                         env=environment, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SKIPPED: the package index cannot be reached" in run.stdout
+    assert "NOT tested" in run.stdout
+    assert not (tmp_path / ".venv-oldest").exists()
 
 
 @pytest.mark.parametrize("name", ["keras", "jupyterlab", "ipywidgets", "matplotlib", "numpy", "tensorflow", "tensorflow-cpu"])

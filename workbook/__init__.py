@@ -16,6 +16,8 @@ _EXPORTS = {
     "setup": "environment",
     "environment_report": "environment",
     "warnings_as_output": "environment",
+    # compatibility.py: the supported versions, checked in every Setup cell; Colab (00_start_here)
+    "check_versions": "compatibility",
     # data.py: MNIST with or without a network (00_start_here)
     "load_mnist": "data",
     # surrogates.py: forward one function, backpropagate another (01, 02)
