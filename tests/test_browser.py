@@ -199,7 +199,7 @@ def rendered_links(locator):
 @pytest.mark.timeout(180, method="signal")
 def test_surrogate_explorer_redraws_when_a_slider_moves(session):
     with opened(session, ZOO) as tab:
-        run_everything(tab, timeout=150)
+        run_everything(tab, timeout=300)
         explorer = tab.panel.locator(".workbook-explorer").first
         explorer.scroll_into_view_if_needed()
         plot = explorer.locator("img.workbook-explorer-plot, .workbook-explorer-plot img").first

@@ -256,7 +256,7 @@ def test_the_endless_loop_costs_one_cell_limit_and_the_rest_is_graded(hub):
 @pytest.mark.timeout(2400)
 def test_tampering_is_named_where_the_student_and_the_instructor_see_it(hub):
     errors = autograded_errors(hub, "patched_checks")
-    assert all(errors[grade_id] == ["NotGradedAutomatically"] for grade_id in POINTS), errors
+    assert all("NotGradedAutomatically" in errors[grade_id] for grade_id in POINTS), errors
     log = hub["autograde"].stdout + hub["autograde"].stderr
     assert "Tampering?" in log and "workbook.find_gradient_breaks = " in log  # the line, for the instructor
     assert autograded_errors(hub, "hidden_patch")["c_reconstruction"] == ["AssertionError"]

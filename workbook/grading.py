@@ -269,7 +269,7 @@ _TAMPERING_CALLS = {"setattr": "calls setattr", "delattr": "calls delattr", "__i
                     "compile": "compiles code from a string"}
 _TAMPERING_ATTRIBUTES = {"__code__", "__globals__", "__dict__", "__defaults__", "__kwdefaults__", "__closure__",
                          "__class__", "__bases__", "__builtins__", "modules"}
-_TAMPERING_MODULES = {"builtins", "gc", "ctypes", "importlib"}
+_TAMPERING_MODULES = {"builtins", "gc", "ctypes"}
 
 
 def tampering_lines(notebook):
@@ -281,8 +281,8 @@ def tampering_lines(notebook):
     the locked ones). A line counts when it assigns to or deletes an attribute of a name
     that came from an ``import`` (``np.mean = ...``, ``workbook.check_quantizer = ...``), or
     uses ``setattr``, ``delattr``, ``__import__``, ``exec``, ``eval``, ``compile``,
-    ``sys.modules``, ``__code__``-like attributes, or the ``builtins``, ``gc``,
-    ``ctypes`` or ``importlib`` modules.
+    ``sys.modules``, ``__code__``-like attributes, or the ``builtins``, ``gc`` or
+    ``ctypes`` modules.
 
     Returns
     -------
