@@ -14,12 +14,13 @@ so the two views can be compared.
 
 import numpy as np
 
-from workbook.diagnosis_report import Finding, GradientReport
+from workbook.diagnosis_report import HINTS, Finding, GradientReport
 from workbook.graph_walk import analyse, tf_variable
+from workbook.layer_causes import explain_disconnected
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 
-def find_gradient_breaks(target, example):
+def find_gradient_breaks(target, example, loss=None):
     """Name the ops, and the lines of your code, that cut the gradient.
 
     Introduced in 03_finding_gradient_killers.ipynb.
@@ -27,11 +28,15 @@ def find_gradient_breaks(target, example):
     Parameters
     ----------
     target : callable, keras.layers.Layer or keras.Model
-        A Python function on tensors, a layer, or a model. For a compiled model
-        given ``example=(x, y)``, the output followed is the loss.
+        A Python function on tensors (a ``tf.function`` too), a layer, or a model.
+        For a model given ``example=(x, y)`` the output followed is the loss that
+        ``fit`` differentiates: the one inside an overridden ``train_step``, else
+        ``compute_loss`` (the compiled loss, or an override of it).
     example : array, tensor, or tuple of them
         An input to trace and to measure gradients on (a tuple means several
-        positional arguments, or ``(x, y)`` for a compiled model).
+        positional arguments, or ``(x, y)`` / ``(x, y, sample_weight)`` for a model).
+    loss : callable, optional
+        ``loss(y, y_pred)`` to follow for a model that is not compiled with one.
 
     Returns
     -------
@@ -47,25 +52,34 @@ def find_gradient_breaks(target, example):
             f"target={target!r} is not something to trace; pass a Python function on tensors, "
             "a Keras layer, or a Keras model."
         )
-    call, inputs, variables, layer_of, description, arguments = _prepare(target, example)
+    if loss is not None and not callable(loss):
+        raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
+    call, inputs, variables, layer_of, description, arguments = _prepare(target, example, loss)
+    layers = _all_layers(target)
     snapshot = [(v, np.array(v.numpy())) for v in _stateful_variables(target)]
+    attributes = [(layer, dict(vars(layer))) for layer in layers]
     try:
-        measured = _measure(call, arguments, inputs, variables)
+        measured, failure = _measure(call, arguments, inputs, variables)
+        changed = _changed_attributes(attributes)
+        _restore_attributes(attributes)
         report = analyse(call, arguments, inputs, variables, layer_of)
     finally:
         for variable, value in snapshot:  # a training-mode call may move statistics; put them back
             variable.assign(value)
+        _restore_attributes(attributes)  # a layer that stored a traced tensor on self would break later
     report.description = description
     for status in report.sources:
-        status.measured = measured.get(status.key, "none")
+        status.measured = measured.get(status.key, "not measured")
+    _settle_unchecked(report, failure)
+    explain_disconnected(report, layers, changed)
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
     return report
 
 
-def _prepare(target, example):
-    """Return (call, inputs, trainable variables, layer name by variable id, description)."""
+def _prepare(target, example, loss=None):
+    """Return (call, inputs, trainable variables, layer name by variable id, description, arguments)."""
     import keras
 
     if isinstance(example, (tuple, list)):
@@ -73,46 +87,95 @@ def _prepare(target, example):
     else:
         parts = [_as_tensor(example, "example")]
 
-    if isinstance(target, keras.Model) and target.compiled and len(parts) == 2 and target.loss is not None:
-        x, y = parts
+    is_model = isinstance(target, keras.Model)
+    custom_step = is_model and type(target).train_step is not keras.Model.train_step
+    custom_loss = is_model and type(target).compute_loss is not keras.Model.compute_loss
+    follows_loss = is_model and (loss is not None or custom_step or custom_loss or getattr(target, "loss", None) is not None)
+    if follows_loss and len(parts) in (2, 3):
+        if loss is not None:
+            def call(x, y, *weights):
+                return loss(y, target(x, training=True))
 
-        def call(x, y):
-            y_pred = target(x, training=True)
-            return target.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
+            description = f"the loss you passed, on model {target.name!r} and (x, y)"
+        elif custom_step:
+            call = _train_step_loss(target)
+            description = f"the loss that {type(target).__name__}.train_step differentiates, on (x, y)"
+        else:
+            def call(x, y, *weights):
+                y_pred = target(x, training=True)
+                weight = weights[0] if weights else None
+                return target._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weight, training=True)
 
-        inputs, description = [x, y], f"the loss of model {target.name!r} on (x, y)"
-        input_names = ["x", "y"]
+            description = f"the loss of model {target.name!r} on (x, y)"
+        inputs = list(zip(["x", "y", "sample_weight"], parts))
     elif isinstance(target, keras.layers.Layer):
         if len(parts) != 1:
             raise ValueError(
-                f"example holds {len(parts)} arrays; a layer or an uncompiled model takes one input "
-                "(a compiled model takes (x, y), and its loss is followed)."
+                f"example holds {len(parts)} arrays; a layer or a model without a loss takes one input. "
+                "For a model, compile it with loss=..., or pass find_gradient_breaks(model, (x, y), loss=fn)."
             )
 
         def call(x):
             return target(x, training=True)
 
-        inputs, description = parts, f"the output of {type(target).__name__} {target.name!r}"
-        input_names = ["inputs"]
+        inputs, description = list(zip(["inputs"], parts)), f"the output of {type(target).__name__} {target.name!r}"
     else:
         call = target
-        inputs, description = parts, f"the output of {getattr(target, '__name__', repr(target))}"
-        input_names = _argument_names(target, len(parts))
+        description = f"the output of {getattr(target, '__name__', repr(target))}"
+        inputs = list(zip(_argument_names(target, len(parts)), parts))
 
     if isinstance(target, keras.layers.Layer) and not target.built:
-        call(*inputs)  # build the weights eagerly, outside the traced function
+        target(inputs[0][1])  # build the weights eagerly, outside the traced function
     variables, layer_of = [], {}
-    if isinstance(target, keras.Model) and target.trainable_variables:
+    if is_model and target.trainable_variables:
         # For a whole model what matters is its weights: an input that is cut
         # (a preprocessing step, the targets y) stops nothing from training.
-        input_names = []
+        inputs = [(None, tensor) for _, tensor in inputs]
     if isinstance(target, keras.layers.Layer):
         for layer in getattr(target, "layers", None) or [target]:
             for variable in layer.trainable_variables:
                 if id(variable) not in layer_of:
                     variables.append(variable)
                     layer_of[id(variable)] = layer.name
-    return call, list(zip(input_names, inputs)), variables, layer_of, description, inputs
+    arguments = [tensor for _, tensor in inputs]
+    inputs = [(name, tensor) for name, tensor in inputs if name is not None]
+    return call, inputs, variables, layer_of, description, arguments
+
+
+def _train_step_loss(model):
+    """A function of (x, y[, sample_weight]) returning the loss the model's own train_step differentiates.
+
+    The step runs as written, except that the optimizer applies nothing: the target of
+    the step's ``tape.gradient`` call is recorded and returned.
+    """
+    import tensorflow as tf
+
+    def call(*parts):
+        recorded = []
+        original = tf.GradientTape.gradient
+
+        def recording(tape, target, sources, *args, **kwargs):
+            recorded.append(target)
+            return original(tape, target, sources, *args, **kwargs)
+
+        optimizer = model.optimizer
+        tf.GradientTape.gradient = recording
+        if optimizer is not None:
+            optimizer.__dict__["apply"] = lambda *args, **kwargs: None
+        try:
+            model.train_step(tuple(parts))
+        finally:
+            tf.GradientTape.gradient = original
+            if optimizer is not None:
+                optimizer.__dict__.pop("apply", None)
+        if not recorded:
+            raise ValueError(
+                f"{type(model).__name__}.train_step never called tape.gradient, so there is no loss to follow; "
+                "pass find_gradient_breaks(model, (x, y), loss=fn) instead."
+            )
+        return recorded[-1]
+
+    return call
 
 
 def _argument_names(function, count):
@@ -136,15 +199,59 @@ def _as_tensor(value, name):
 
 
 def _stateful_variables(target):
+    """Every variable a call or a train_step could change: weights, statistics, metrics, optimizer."""
     import keras
 
     if not isinstance(target, keras.layers.Layer):
         return []
-    return list(target.non_trainable_variables) + [v for metric in getattr(target, "metrics", []) for v in metric.variables]
+    found = list(target.variables) + [v for metric in getattr(target, "metrics", []) for v in metric.variables]
+    optimizer = getattr(target, "optimizer", None)
+    if optimizer is not None:
+        found += list(optimizer.variables)
+    return list({id(v): v for v in found}.values())
+
+
+def _all_layers(target):
+    """The target and every layer inside it, found through their attributes."""
+    import keras
+
+    if not isinstance(target, keras.layers.Layer):
+        return []
+    seen, stack = {}, [target]
+    while stack:
+        layer = stack.pop()
+        if id(layer) in seen:
+            continue
+        seen[id(layer)] = layer
+        for value in vars(layer).values():
+            values = value if isinstance(value, (list, tuple)) else [value]
+            stack.extend(v for v in values if isinstance(v, keras.layers.Layer))
+    return list(seen.values())
+
+
+def _changed_attributes(attributes):
+    """(layer, attribute name, value before, value now) for each attribute a call rebound."""
+    changed = []
+    for layer, before in attributes:
+        for name, value in vars(layer).items():
+            if name in before and before[name] is not value:
+                changed.append((layer, name, before[name], value))
+    return changed
+
+
+def _restore_attributes(attributes):
+    """Put every layer attribute back as it was before the target was called."""
+    for layer, before in attributes:
+        now = vars(layer)
+        for name in [name for name in now if name not in before]:
+            del now[name]
+        for name, value in before.items():
+            if now.get(name, value) is not value or name not in now:
+                now[name] = value
 
 
 def _measure(call, arguments, inputs, variables):
-    """Per source key: 'none', 'zero' or 'flowing', measured with a GradientTape on the example."""
+    """Per source key 'none', 'zero', 'flowing' or 'error', measured with a GradientTape; and the error."""
     import tensorflow as tf
 
     with tf.GradientTape(watch_accessed_variables=False) as tape:
@@ -156,14 +263,15 @@ def _measure(call, arguments, inputs, variables):
         try:
             scalar = _sum_of_float_outputs(call(*arguments))
         except Exception:
-            return {}
+            return {}, None  # eagerly it fails too: tracing reports why
     if scalar is None:
-        return {}
+        return {}, None
     sources = [tensor for _, tensor in inputs] + [tf_variable(v) for v in variables]
     try:
         gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
-    except LookupError:  # an op with no registered gradient: tape.gradient itself fails
-        return {key: "error" for key in _source_keys(inputs, variables)}
+    except Exception as error:  # LookupError for an op with no gradient; any error from a gradient function
+        failure = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+        return {key: "error" for key in _source_keys(inputs, variables)}, failure
     verdicts = {}
     for key, gradient in zip(_source_keys(inputs, variables), gradients):
         if gradient is None:
@@ -171,7 +279,35 @@ def _measure(call, arguments, inputs, variables):
         else:
             gradient = tf.convert_to_tensor(gradient)
             verdicts[key] = "flowing" if bool(tf.reduce_any(gradient != 0)) else "zero"
-    return verdicts
+    return verdicts, None
+
+
+def _settle_unchecked(report, failure):
+    """Decide the breaks whose gradient function failed, with the GradientTape's measurement.
+
+    A break that the tape passed (every source it blocks measured flowing) was only a
+    limit of the probe: a note. Otherwise it is a finding, "could not check", never "ok".
+    A source the graph calls flowing but the tape measured None or failed on gets a finding too.
+    """
+    covered = set()
+    for finding in getattr(report, "unchecked", []):
+        blocked = [s for bit, s in enumerate(report.sources) if finding.bits & (1 << bit)]
+        bad = [s for s in blocked if s.measured != "flowing"]
+        if bad:
+            finding.cuts = list(dict.fromkeys(s.owner for s in bad))
+            report.findings.append(finding)
+            covered.update(id(s) for s in bad)
+        else:
+            report.notes.append(finding)
+    for status in report.sources:
+        if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
+            reason = "gradient_error" if status.measured == "error" else "measured_none"
+            detail = f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
+            report.findings.append(Finding(
+                "(tape)", status.name, reason, None, None, None, HINTS[reason], f"{status.label}: {detail}",
+                [status.owner], order=10**9,
+            ))
+    report.findings.sort(key=lambda finding: finding.order)
 
 
 def _source_keys(inputs, variables):
