@@ -254,6 +254,7 @@ def _measure(call, arguments, inputs, variables):
     """Per source key 'none', 'zero', 'flowing' or 'error', measured with a GradientTape; and the error."""
     import tensorflow as tf
 
+    failure = None
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         for _, tensor in inputs:
             if tensor.dtype.is_floating:
@@ -262,15 +263,22 @@ def _measure(call, arguments, inputs, variables):
             tape.watch(tf_variable(variable))
         try:
             scalar = _sum_of_float_outputs(call(*arguments))
+        except Exception as error:
+            failure = _first_line(error)
+    if failure is not None:
+        try:
+            call(*arguments)
         except Exception:
-            return {}, None  # eagerly it fails too: tracing reports why
+            return {}, None  # it fails without a tape too: tracing reports why
+        # It runs, but not under a GradientTape: building the gradient of a tf.function failed.
+        return {key: "error" for key in _source_keys(inputs, variables)}, failure
     if scalar is None:
         return {}, None
     sources = [tensor for _, tensor in inputs] + [tf_variable(v) for v in variables]
     try:
         gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
     except Exception as error:  # LookupError for an op with no gradient; any error from a gradient function
-        failure = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+        failure = _first_line(error)
         return {key: "error" for key in _source_keys(inputs, variables)}, failure
     verdicts = {}
     for key, gradient in zip(_source_keys(inputs, variables), gradients):
@@ -280,6 +288,10 @@ def _measure(call, arguments, inputs, variables):
             gradient = tf.convert_to_tensor(gradient)
             verdicts[key] = "flowing" if bool(tf.reduce_any(gradient != 0)) else "zero"
     return verdicts, None
+
+
+def _first_line(error):
+    return f"{type(error).__name__}: {error}".splitlines()[0][:300]
 
 
 def _settle_unchecked(report, failure):

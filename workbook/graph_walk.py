@@ -184,7 +184,12 @@ def analyse(call, arguments, inputs, variables, layer_of):
             if assign is not None:
                 findings.append(Finding.disconnected(status, assign, cause="assign"))
             else:
-                findings.append(Finding.disconnected(status, _output_frame(sinks)))
+                use = _first_use_frame(program, reach, bit)
+                findings.append(Finding.disconnected(
+                    status, use or _output_frame(sinks),
+                    detail=use and f"the output does not depend on {status.label}: it is used on this line, "
+                    "but nothing computed from it reaches the output",
+                ))
         elif status.static == "not a float":
             # An index or a mask among float inputs is normal; only integers is a mistake.
             alone = all(s.static == "not a float" for s in sources)
@@ -242,6 +247,16 @@ def _assign_frame(program, reach, bit):
     """The user's line that writes a source's value into a variable (state has no gradient), if any."""
     for op in program.ops:
         if op.type in ASSIGN_OPS and any(reach.get(t.ref(), 0) & (1 << bit) for t in op.inputs[1:]):
+            frame = user_frame(op.traceback)
+            if frame[0]:
+                return frame
+    return None
+
+
+def _first_use_frame(program, reach, bit):
+    """The user's line of the first op that uses a source, if any (for a source the output ignores)."""
+    for op in program.ops:
+        if any(reach.get(t.ref(), 0) & (1 << bit) for t in op.inputs):
             frame = user_frame(op.traceback)
             if frame[0]:
                 return frame
