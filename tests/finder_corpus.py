@@ -12,6 +12,9 @@ The code is adapted to Keras 3 and TensorFlow 2 and shrunk to a few units, so th
 each case runs in well under a second.
 """
 
+import inspect
+import re
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -27,7 +30,18 @@ LABELS = np.array([0, 2, 1, 2], dtype="int32")
 AUTODIFF = "https://www.tensorflow.org/guide/autodiff"
 ADVANCED = "https://www.tensorflow.org/guide/advanced_autodiff"
 RNN_GUIDE = "https://keras.io/guides/working_with_rnns/"
+MARKER = re.compile(r"#\s*culprit(-noline)?:\s*(\S+)\s+(\S+)")
 TRAIN_STEP_GUIDE = "https://keras.io/guides/custom_train_step_in_tensorflow/"
+
+
+def culprit_marker(function):
+    """(op type, reason, line or None) from the ``# culprit:`` marker inside ``function``, or None."""
+    lines, start = inspect.getsourcelines(function)
+    for offset, text in enumerate(lines):
+        match = MARKER.search(text)
+        if match:
+            return match.group(2), match.group(3), None if match.group(1) else start + offset
+    return None
 
 
 def case(source, clean=False):
@@ -46,6 +60,23 @@ def sequence_model(*middle, recurrent=None):
     model = keras.Sequential([keras.Input((5, 3)), recurrent or keras.layers.LSTM(4), *middle, keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse")
     return model
+
+
+class MinimalRNNCell(keras.layers.Layer):
+    """The custom cell of keras.io "Working with RNNs"; ``output(h)`` makes each new state."""
+
+    def __init__(self, units, output=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units, self.state_size, self.make_output = units, units, output or (lambda h: h)
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], self.units), name="kernel")
+        self.recurrent_kernel = self.add_weight(shape=(self.units, self.units), name="recurrent_kernel")
+
+    def call(self, inputs, states):
+        h = ops.matmul(inputs, self.kernel) + ops.matmul(states[0], self.recurrent_kernel)
+        output = self.make_output(h)
+        return output, [output]
 
 
 # ---------------------------------------------------------------- culprits --
@@ -468,21 +499,8 @@ def cast_two_functions_deep():
 # keras.io "Working with RNNs", a custom cell (MinimalRNNCell); here its state is rounded.
 @case(RNN_GUIDE)
 def rounding_rnn_cell():
-    class MinimalRNNCell(keras.layers.Layer):
-        def __init__(self, units, **kwargs):
-            super().__init__(**kwargs)
-            self.units, self.state_size = units, units
-
-        def build(self, input_shape):
-            self.kernel = self.add_weight(shape=(input_shape[-1], self.units), name="kernel")
-            self.recurrent_kernel = self.add_weight(shape=(self.units, self.units), name="recurrent_kernel")
-
-        def call(self, inputs, states):
-            h = ops.matmul(inputs, self.kernel) + ops.matmul(states[0], self.recurrent_kernel)
-            output = ops.round(h)  # culprit: Round no_gradient
-            return output, [output]
-
-    return sequence_model(recurrent=keras.layers.RNN(MinimalRNNCell(4))), (SEQUENCES, TARGETS)
+    cell = MinimalRNNCell(4, output=lambda h: ops.round(h))  # culprit: Round no_gradient
+    return sequence_model(recurrent=keras.layers.RNN(cell)), (SEQUENCES, TARGETS)
 
 
 # tensorflow/tensorflow#43258: an LSTM model where no variable gets a gradient; here the cut is
@@ -592,20 +610,6 @@ def stacked_lstm_returning_sequences():
 # keras.io "Working with RNNs": the MinimalRNNCell, as published.
 @case(RNN_GUIDE, clean=True)
 def minimal_rnn_cell():
-    class MinimalRNNCell(keras.layers.Layer):
-        def __init__(self, units, **kwargs):
-            super().__init__(**kwargs)
-            self.units, self.state_size = units, units
-
-        def build(self, input_shape):
-            self.kernel = self.add_weight(shape=(input_shape[-1], self.units), name="kernel")
-            self.recurrent_kernel = self.add_weight(shape=(self.units, self.units), name="recurrent_kernel")
-
-        def call(self, inputs, states):
-            h = ops.matmul(inputs, self.kernel)
-            output = h + ops.matmul(states[0], self.recurrent_kernel)
-            return output, [output]
-
     return sequence_model(recurrent=keras.layers.RNN(MinimalRNNCell(4))), (SEQUENCES, TARGETS)
 
 

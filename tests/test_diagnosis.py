@@ -2,29 +2,25 @@
 
 import inspect
 import pathlib
-import re
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import finder_corpus
 import gradient_killers
 import workbook
 
 EXAMPLE = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
 SOURCE = pathlib.Path(gradient_killers.__file__).resolve()
-MARKER = re.compile(r"#\s*culprit:\s*(\S+)\s+(\S+)")
 
 
 def expected_culprit(function):
     """(op type, reason, line) from the hand-written marker inside ``function``."""
-    lines, start = inspect.getsourcelines(function)
-    for offset, text in enumerate(lines):
-        match = MARKER.search(text)
-        if match:
-            return match.group(1), match.group(2), start + offset
-    raise AssertionError(f"{function.__name__} has no culprit marker")
+    answer = finder_corpus.culprit_marker(function)
+    assert answer is not None, f"{function.__name__} has no culprit marker"
+    return answer
 
 
 def test_the_table_is_big_enough():

@@ -7,7 +7,6 @@ exception, and a GradientTape run here independently must agree with the finder.
 
 import inspect
 import pathlib
-import re
 
 import keras
 import numpy as np
@@ -18,17 +17,7 @@ import finder_corpus
 import workbook
 
 SOURCE = pathlib.Path(finder_corpus.__file__).resolve()
-MARKER = re.compile(r"#\s*culprit(-noline)?:\s*(\S+)\s+(\S+)")
-
-
-def expected(builder):
-    """(op type, reason, line or None) from the marker inside ``builder``, or None for a clean case."""
-    lines, start = inspect.getsourcelines(builder)
-    for offset, text in enumerate(lines):
-        match = MARKER.search(text)
-        if match:
-            return match.group(2), match.group(3), None if match.group(1) else start + offset
-    return None
+expected = finder_corpus.culprit_marker
 
 
 def build(builder):
