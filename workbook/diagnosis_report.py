@@ -50,7 +50,7 @@ HINTS = {
     ),
     "disconnected": (
         "The output does not depend on this input or variable at all (or only on its shape). "
-        "Check that the layer is really on the path to the output."
+        "Use its result on the way to the output, or remove it (or make it trainable=False)."
     ),
     "integer_input": (
         "Integers carry no gradient: pass a float array (e.g. x.astype('float32')) if you "
@@ -68,7 +68,7 @@ OP_HINTS = {
     "Cast": (
         "A cast to an integer has no gradient. Keep the forward value and pass the gradient "
         "straight through: SURROGATES['cast_int_ste'](x), or x + stop_gradient(cast(cast(x, 'int32'), "
-        "x.dtype) - x). (keras.ops.round or floor instead of the cast would not help: their "
+        "x.dtype) - x). (A float round or floor instead of the cast would not help: their "
         "gradients are None too.)"
     ),
     "ArgMax": "argmax returns indices. For one_hot(argmax(...)) use a straight-through one-hot: soft + stop_gradient(hard - soft) with soft = softmax(logits), or softmax(logits / temperature) alone.",
