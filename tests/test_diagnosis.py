@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 import finder_corpus
 import gradient_killers
@@ -172,3 +173,102 @@ def test_a_wrong_example_gets_tensorflows_own_message_not_a_false_culprit():
     with pytest.raises(ValueError, match="failed, before any gradient") as raised:
         workbook.find_gradient_breaks(model, (wrong, wrong))
     assert "shape" in str(raised.value).lower()
+
+
+def broken_custom_gradient(x):
+    @tf.custom_gradient
+    def doubled(value):
+        def backward(upstream):
+            raise ValueError("this gradient function is broken")
+
+        return value * 2.0, backward
+
+    return doubled(x)  # culprit: IdentityN gradient_error
+
+
+def test_a_gradient_function_that_raises_is_could_not_check_not_ok():
+    report = workbook.find_gradient_breaks(broken_custom_gradient, EXAMPLE)
+    op_type, reason, line = expected_culprit(broken_custom_gradient)
+    assert not report.ok, str(report)
+    assert (report.culprit.op_type, report.culprit.reason, report.culprit.line) == (op_type, reason, line)
+    assert "this gradient function is broken" in report.culprit.detail
+    assert "could not check" in str(report)
+    # independently: the tape raises too, so "none" would be a lie
+    with tf.GradientTape() as tape:
+        x = tf.constant(EXAMPLE)
+        tape.watch(x)
+        y = broken_custom_gradient(x)
+    with pytest.raises(ValueError, match="broken"):
+        tape.gradient(y, x)
+    assert [s.measured for s in report.sources] == ["error"]
+
+
+class Remembering(keras.layers.Layer):
+    """Stores the last output on self, as stateful layers in the wild do."""
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 2), name="kernel")
+
+    def call(self, x):
+        self.last = ops.matmul(x, self.kernel)
+        return self.last
+
+
+def test_layers_behave_as_before_after_the_finder():
+    layer = Remembering()
+    layer(EXAMPLE)
+    before = layer.last
+    report = workbook.find_gradient_breaks(layer, EXAMPLE)
+    assert report.ok, str(report)
+    assert layer.last is before  # not a graph tensor from the trace
+    layer(EXAMPLE)  # eagerly and traced, the layer still works
+    tf.function(lambda x: layer(x))(EXAMPLE)
+    model = keras.Sequential([keras.Input((3,)), Remembering(), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]))
+    assert np.isfinite(model.fit(EXAMPLE, EXAMPLE[:, :1], epochs=1, verbose=0).history["loss"][0])
+
+
+def test_a_users_tf_function_keeps_its_gradient_after_the_finder():
+    @tf.function
+    def smooth(x):
+        return tf.tanh(x) * 3.0
+
+    workbook.find_gradient_breaks(lambda x: smooth(x) + 1.0, EXAMPLE)
+    x = tf.constant(EXAMPLE)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(smooth(x))
+    np.testing.assert_allclose(tape.gradient(y, x), 3.0 * (1.0 - np.tanh(EXAMPLE) ** 2), rtol=1e-5)
+
+
+class TwoUnused(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 2), name="kernel")
+        self.spare = self.add_weight(shape=(2,), name="spare")
+        self.other = self.add_weight(shape=(2,), name="other")
+
+    def call(self, x):
+        return ops.matmul(x, self.kernel)
+
+
+def test_disconnected_weights_are_one_row_per_cause_and_layer():
+    model = keras.Sequential([keras.Input((3,)), TwoUnused(), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    report = workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]))
+    layer = model.layers[0].name
+    assert [(f.reason, f.cuts) for f in report.findings] == [("disconnected", [f"layer {layer}"])] * 2, str(report)
+    assert {f.code for f in report.findings} == {
+        'self.spare = self.add_weight(shape=(2,), name="spare")', 'self.other = self.add_weight(shape=(2,), name="other")'
+    }
+    assert report.layers_without_gradient == []  # the kernel still learns
+
+
+def test_a_model_without_a_loss_says_how_to_give_one():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    with pytest.raises(ValueError, match="loss="):
+        workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]))
+    with pytest.raises(ValueError, match="loss='mse'"):
+        workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]), loss="mse")
+    report = workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]), loss=keras.losses.mean_squared_error)
+    assert report.ok and "the loss you passed" in report.description
