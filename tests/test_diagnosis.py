@@ -175,20 +175,9 @@ def test_a_wrong_example_gets_tensorflows_own_message_not_a_false_culprit():
     assert "shape" in str(raised.value).lower()
 
 
-def broken_custom_gradient(x):
-    @tf.custom_gradient
-    def doubled(value):
-        def backward(upstream):
-            raise ValueError("this gradient function is broken")
-
-        return value * 2.0, backward
-
-    return doubled(x)  # culprit: IdentityN gradient_error
-
-
 def test_a_gradient_function_that_raises_is_could_not_check_not_ok():
-    report = workbook.find_gradient_breaks(broken_custom_gradient, EXAMPLE)
-    op_type, reason, line = expected_culprit(broken_custom_gradient)
+    report = workbook.find_gradient_breaks(gradient_killers.broken_custom_gradient, EXAMPLE)
+    op_type, reason, line = expected_culprit(gradient_killers.broken_custom_gradient)
     assert not report.ok, str(report)
     assert (report.culprit.op_type, report.culprit.reason, report.culprit.line) == (op_type, reason, line)
     assert "this gradient function is broken" in report.culprit.detail
@@ -197,7 +186,7 @@ def test_a_gradient_function_that_raises_is_could_not_check_not_ok():
     with tf.GradientTape() as tape:
         x = tf.constant(EXAMPLE)
         tape.watch(x)
-        y = broken_custom_gradient(x)
+        y = gradient_killers.broken_custom_gradient(x)
     with pytest.raises(ValueError, match="broken"):
         tape.gradient(y, x)
     assert [s.measured for s in report.sources] == ["error"]

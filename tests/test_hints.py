@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
+import gradient_killers
 import workbook
 from workbook.diagnosis_report import DISCONNECTION_CAUSES, HINTS, OP_HINTS
 
@@ -39,17 +40,6 @@ def soft_one_hot(logits):
 
 def adjust_contrast(x):
     return tf.image.adjust_contrast(tf.reshape(x, (1, 2, 2, 3)), 2.0)
-
-
-def broken_custom_gradient(x):
-    @tf.custom_gradient
-    def forward(value):
-        def backward(upstream):
-            raise ValueError("this gradient function is broken")
-
-        return value * 2.0, backward
-
-    return forward(x)
 
 
 def python_if(x):
@@ -104,7 +94,7 @@ FIXES = [
     ("reason", "no_gradient_registered", "Rewrite it with differentiable ops", adjust_contrast,
      lambda x: (lambda image: (image - tf.reduce_mean(image, axis=(1, 2), keepdims=True)) * 2.0
                 + tf.reduce_mean(image, axis=(1, 2), keepdims=True))(tf.reshape(x, (1, 2, 2, 3))), True),
-    ("reason", "gradient_error", "workbook.surrogate(forward, derivative)", broken_custom_gradient,
+    ("reason", "gradient_error", "workbook.surrogate(forward, derivative)", gradient_killers.broken_custom_gradient,
      lambda x: workbook.surrogate(lambda t: t * 2.0, constant(2.0))(x), True),
     ("reason", "untraceable", "use keras.ops / tf ops instead of numpy", lambda x: tf.constant(np.square(x.numpy())),
      lambda x: ops.square(x), True),
