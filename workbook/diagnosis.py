@@ -59,10 +59,10 @@ def find_gradient_breaks(target, example, loss=None):
     snapshot = [(v, np.array(v.numpy())) for v in _stateful_variables(target)]
     attributes = [(layer, dict(vars(layer))) for layer in layers]
     try:
-        measured, failure = _measure(call, arguments, inputs, variables)
+        traced, measured, failure = _trace_and_measure(call, arguments, inputs, variables)
         changed = _changed_attributes(attributes)
         _restore_attributes(attributes)
-        report = analyse(call, arguments, inputs, variables, layer_of)
+        report = analyse(call, arguments, inputs, variables, layer_of, traced=traced)
     finally:
         for variable, value in snapshot:  # a training-mode call may move statistics; put them back
             variable.assign(value)
@@ -250,8 +250,69 @@ def _restore_attributes(attributes):
                 now[name] = value
 
 
-def _measure(call, arguments, inputs, variables):
-    """Per source key 'none', 'zero', 'flowing' or 'error', measured with a GradientTape; and the error."""
+def _trace_and_measure(call, arguments, inputs, variables):
+    """Trace the target with its gradients in one graph, run it once, and measure what arrives.
+
+    Returns ``((concrete function, output tensors), verdicts, None)``; the graph is the
+    one the walk then reads, so the target is traced only once. Code that cannot be
+    traced with its gradients (numpy, Python ``if`` on a value, a gradient function that
+    raises) returns ``(None, verdicts, error)`` measured eagerly instead.
+    """
+    import tensorflow as tf
+
+    position = {id(tensor): index for index, tensor in enumerate(arguments)}
+    float_inputs = [(key, position[id(tensor)]) for key, (_, tensor) in zip(_source_keys(inputs, []), inputs) if tensor.dtype.is_floating]
+    keys = [key for key, _ in float_inputs] + [("variable", id(v)) for v in variables]
+
+    def outputs_and_flags(*args):
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch([args[index] for _, index in float_inputs])
+            tape.watch([tf_variable(v) for v in variables])
+            outputs = call(*args)
+            scalar = _sum_of_float_outputs(outputs)
+        if scalar is None:
+            return {"outputs": outputs, "flags": None}
+        sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
+        gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
+        flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
+        return {"outputs": outputs, "flags": flags}
+
+    try:
+        specs = [tf.TensorSpec.from_tensor(tensor) for tensor in arguments]
+        concrete = tf.function(outputs_and_flags, autograph=False).get_concrete_function(*specs)
+        flags = _run_once(concrete, arguments)["flags"]
+    except Exception:
+        return (None, *_measure_eagerly(call, arguments, inputs, variables))
+    traced = (concrete, concrete.structured_outputs["outputs"])
+    if flags is None:
+        return traced, {}, None
+    verdicts = {key: "none" if flag is None else ("flowing" if bool(flag) else "zero") for key, flag in zip(keys, flags)}
+    return traced, verdicts, None
+
+
+#: Grappler passes switched off for the one run of the measurement: optimizing a graph that runs
+#: once costs more than it saves. Constant folding stays on (it folds away the integer shape
+#: arithmetic, which would otherwise run on oneDNN kernels that log a notice on some CPUs).
+SKIPPED_GRAPPLER_PASSES = (
+    "layout_optimizer", "remapping", "arithmetic_optimization", "dependency_optimization",
+    "loop_optimization", "function_optimization", "debug_stripper", "implementation_selector",
+)  # each one on by default
+
+
+def _run_once(concrete, arguments):
+    """Run a concrete function once with the costly Grappler passes off, then put the options back."""
+    import tensorflow as tf
+
+    options = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options({name: False for name in SKIPPED_GRAPPLER_PASSES})
+    try:
+        return concrete(*arguments)
+    finally:
+        tf.config.optimizer.set_experimental_options({name: options.get(name, True) for name in SKIPPED_GRAPPLER_PASSES})
+
+
+def _measure_eagerly(call, arguments, inputs, variables):
+    """Per source key 'none', 'zero', 'flowing' or 'error', from a GradientTape run eagerly; and the error."""
     import tensorflow as tf
 
     failure = None

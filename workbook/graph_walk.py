@@ -40,7 +40,8 @@ def _trace(call, arguments):
     import tensorflow as tf
 
     specs = [tf.TensorSpec.from_tensor(tensor) for tensor in arguments]
-    return tf.function(call, autograph=False).get_concrete_function(*specs)
+    concrete = tf.function(call, autograph=False).get_concrete_function(*specs)
+    return concrete, concrete.structured_outputs
 
 
 class Program:
@@ -130,8 +131,8 @@ def _function_graph(op, name):
     return None
 
 
-def analyse(call, arguments, inputs, variables, layer_of):
-    """Trace, walk the graph backwards, and build the static part of the report."""
+def analyse(call, arguments, inputs, variables, layer_of, traced=None):
+    """Trace (unless ``traced`` gives the concrete function and its outputs), walk backwards, report."""
     import tensorflow as tf
 
     sources = [SourceStatus(key=("input", name), name=name, kind="input") for name, _ in inputs] + [
@@ -139,7 +140,7 @@ def analyse(call, arguments, inputs, variables, layer_of):
         for v in variables
     ]
     try:
-        concrete = _trace(call, arguments)
+        concrete, outputs = traced or _trace(call, arguments)
     except Exception as error:
         if not _is_tracing_limit(error):
             # A wrong example (shape, dtype) or a bug: the student needs TensorFlow's own message.
@@ -155,7 +156,7 @@ def analyse(call, arguments, inputs, variables, layer_of):
     program = Program(graph)
     source_tensors = _source_tensors(graph, arguments, inputs, variables)
     reach = _forward_reach(program, source_tensors)
-    sinks = [t for t in tf.nest.flatten(concrete.structured_outputs) if isinstance(t, tf.Tensor)]
+    sinks = [t for t in tf.nest.flatten(outputs) if isinstance(t, tf.Tensor)]
     state, candidates = _backward_walk(program, sinks, reach)
 
     output_reach = 0
@@ -356,7 +357,7 @@ def _backward_walk(program, sinks, reach):
     """
     from tensorflow.python.framework import ops as tf_ops
 
-    state, candidates, cache = {}, {}, {}
+    state, candidates, patterns = {}, {}, {}
     changes = [0]
     original_ops = set(program.ops)
 
@@ -417,24 +418,25 @@ def _backward_walk(program, sinks, reach):
                     if reason == "gradient_error":
                         mark(tensor, level)
             return
-        key = (op, tuple(index for index, t in enumerate(op.outputs) if state.get(t.ref())))
-        if key not in cache:
-            cache[key] = _local_gradients(op, gradient_function, carried)
-        gradients = cache[key]
+        carried_indices = tuple(index for index, t in enumerate(op.outputs) if state.get(t.ref()))
+        key = _signature(op, carried_indices)
+        if key not in patterns:
+            patterns[key] = _gradient_pattern(op, gradient_function, carried, original_ops)
+        pattern = patterns[key]
         positions = {t.ref() for t in inputs}
         for index, tensor in enumerate(op.inputs):
             if tensor.ref() not in positions:
                 continue
             if not _is_carrier(tensor):
                 mark(tensor, SELECTOR if selects else min(level, SHADOW))
-            elif isinstance(gradients, Exception):
+            elif isinstance(pattern, Exception):
                 # TensorFlow's own gradient failed here: say so, and walk on as if it passed.
-                block(op, "gradient_error", tensor, level, message=f"{type(gradients).__name__}: {gradients}")
+                block(op, "gradient_error", tensor, level, message=f"{type(pattern).__name__}: {pattern}")
                 mark(tensor, level)
-            elif index >= len(gradients) or gradients[index] is None:
+            elif pattern[index] == "none":
                 # IdentityN with None is tf.custom_gradient's forward result: cut on purpose.
                 block(op, "no_gradient", tensor, level, deliberate=op.type == "IdentityN")
-            elif not _depends_on(gradients[index], gradients.upstream, original_ops):
+            elif pattern[index] == "zero":
                 block(op, "zero_gradient", tensor, level)
             else:
                 mark(tensor, level)
@@ -449,6 +451,39 @@ def _backward_walk(program, sinks, reach):
         if changes[0] == before:
             break
     return state, candidates
+
+
+#: Ops whose gradient is a function of their own: what it returns differs from one op to the next.
+INSTANCE_GRADIENT_OPS = {"IdentityN", "PyFunc", "EagerPyFunc", "PartitionedCall", "StatefulPartitionedCall"}
+
+
+def _signature(op, carried_indices):
+    """What decides which inputs an op's gradient reaches: its type and dtypes, or the op itself.
+
+    Gradient functions are registered per op type, so two ops of one type with the same
+    dtypes and the same outputs carrying a gradient get the same answer; the walk asks
+    TensorFlow once per signature (a ResNet has thousands of ops but a few dozen signatures).
+    """
+    if op.type in INSTANCE_GRADIENT_OPS or _custom_gradient_type(op):
+        return (op, carried_indices)
+    dtypes = tuple(t.dtype for t in op.inputs), tuple(t.dtype for t in op.outputs)
+    return (op.type, dtypes, carried_indices)
+
+
+def _gradient_pattern(op, gradient_function, carried, original_ops):
+    """Per input of ``op``: 'passes', 'none' or 'zero' (a constant); or the exception TensorFlow raised."""
+    gradients = _local_gradients(op, gradient_function, carried)
+    if isinstance(gradients, Exception):
+        return gradients
+    pattern = []
+    for index in range(len(op.inputs)):
+        if index >= len(gradients) or gradients[index] is None:
+            pattern.append("none")
+        elif not _depends_on(gradients[index], gradients.upstream, original_ops):
+            pattern.append("zero")
+        else:
+            pattern.append("passes")
+    return pattern
 
 
 class _Gradients(list):
