@@ -261,3 +261,16 @@ def test_a_model_without_a_loss_says_how_to_give_one():
         workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]), loss="mse")
     report = workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]), loss=keras.losses.mean_squared_error)
     assert report.ok and "the loss you passed" in report.description
+
+
+def test_a_custom_train_step_is_followed_and_nothing_is_trained():
+    broken, (x, y) = finder_corpus.rounding_train_step()
+    report = workbook.find_gradient_breaks(broken, (x, y))
+    assert report.culprit.op_type == "Round" and "train_step" in report.description, str(report)
+    model, _ = finder_corpus.custom_train_step_from_the_guide()
+    before = [v.numpy().copy() for v in model.variables]
+    assert workbook.find_gradient_breaks(model, (x, y)).ok
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables)), "the finder trained the model"
+    assert tf.GradientTape.gradient.__name__ == "gradient"  # TensorFlow's own, put back
+    model.fit(x, y, epochs=1, verbose=0)  # and fit still runs the user's step, which moves the weights
+    assert not all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.trainable_variables))

@@ -12,6 +12,8 @@ gradients are also measured numerically with a ``GradientTape`` on the example,
 so the two views can be compared.
 """
 
+import inspect
+
 import numpy as np
 
 from workbook.diagnosis_report import HINTS, Finding, GradientReport
@@ -101,10 +103,13 @@ def _prepare(target, example, loss=None):
             call = _train_step_loss(target)
             description = f"the loss that {type(target).__name__}.train_step differentiates, on (x, y)"
         else:
+            # compute_loss took a `training` argument in Keras 3.3; an override may not have it.
+            training = {"training": True} if "training" in inspect.signature(target.compute_loss).parameters else {}
+
             def call(x, y, *weights):
                 y_pred = target(x, training=True)
                 weight = weights[0] if weights else None
-                return target._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weight, training=True)
+                return target.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weight, **training)
 
             description = f"the loss of model {target.name!r} on (x, y)"
         inputs = list(zip(["x", "y", "sample_weight"], parts))
@@ -180,8 +185,6 @@ def _train_step_loss(model):
 
 def _argument_names(function, count):
     """The names of a function's first ``count`` parameters (``argument 0``... if unknown)."""
-    import inspect
-
     try:
         names = [p.name for p in inspect.signature(function).parameters.values()][:count]
     except (TypeError, ValueError):
