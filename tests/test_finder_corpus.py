@@ -9,7 +9,6 @@ import inspect
 import pathlib
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 
