@@ -274,3 +274,45 @@ def test_a_custom_train_step_is_followed_and_nothing_is_trained():
     assert tf.GradientTape.gradient.__name__ == "gradient"  # TensorFlow's own, put back
     model.fit(x, y, epochs=1, verbose=0)  # and fit still runs the user's step, which moves the weights
     assert not all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.trainable_variables))
+
+
+SAVE_A_CUSTOM_GRADIENT = """
+import sys, tensorflow as tf
+
+class Quantizer(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    def __call__(self, x):
+        @tf.custom_gradient
+        def straight_through_round(v):
+            return tf.round(v), lambda upstream: upstream
+        return straight_through_round(x) * 2.0
+
+options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)  # saved without it
+tf.saved_model.save(Quantizer(), sys.argv[1], options=options)
+"""
+
+DIAGNOSE_IT_ELSEWHERE = """
+import sys, numpy as np, tensorflow as tf, workbook
+loaded = tf.saved_model.load(sys.argv[1])
+x = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
+report = workbook.find_gradient_breaks(lambda x: loaded(x), x)
+print("RESULT", report.ok, report.culprit and report.culprit.reason, [s.measured for s in report.sources])
+"""
+
+
+def test_a_saved_model_whose_custom_gradient_is_gone_is_could_not_check(tmp_path):
+    """Saved without its custom gradient and loaded in a fresh process: never 'ok'.
+
+    The loaded function still names its gradient, which no one registered there, and
+    TensorFlow's tape raises a LookupError; the finder says "could not check".
+    """
+    import os
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    path = str(tmp_path / "quantizer")
+    for program in (SAVE_A_CUSTOM_GRADIENT, DIAGNOSE_IT_ELSEWHERE):
+        done = subprocess.run([sys.executable, "-c", program, path], capture_output=True, text=True, timeout=300, env=environment)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert "RESULT False gradient_error ['error']" in done.stdout, done.stdout + done.stderr[-2000:]
