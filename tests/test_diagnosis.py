@@ -316,3 +316,10 @@ def test_a_saved_model_whose_custom_gradient_is_gone_is_could_not_check(tmp_path
         done = subprocess.run([sys.executable, "-c", program, path], capture_output=True, text=True, timeout=300, env=environment)
         assert done.returncode == 0, done.stderr[-2000:]
     assert "RESULT False gradient_error ['error']" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_a_layer_off_the_path_is_one_row_naming_all_its_weights():
+    model, example = finder_corpus.head_off_the_path()
+    report = workbook.find_gradient_breaks(model, example)
+    assert len(report.findings) == 1 and report.findings[0].cuts == [f"layer {model.projection.name}"], str(report)
+    assert all(v.path in report.findings[0].detail for v in model.projection.trainable_variables)

@@ -33,11 +33,12 @@ def explain_disconnected(report, layers, changed):
                 name, (file, line, code) = cause
                 finding.detail, finding.hint = DISCONNECTION_CAUSES[name]
                 finding.file, finding.line, finding.code = file, line, code
-        key = (status.layer, finding.file, finding.line, finding.detail)
+        key = (status.layer, finding.file, finding.line, finding.hint)
         if key in merged:
             merged[key].op_name += f", {status.name}"
             continue
         finding.op_name = status.name
+        finding.detail = finding.detail.removeprefix(f"{status.name}: ").removeprefix(f"the output does not depend on {status.name}: ")
         merged[key] = finding
         findings.append(finding)
     for finding in merged.values():
