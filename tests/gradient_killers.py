@@ -152,6 +152,19 @@ def python_if_on_tensor(x):
     return -x
 
 
+def broken_custom_gradient(x):
+    """A custom gradient whose backward function raises: the finder cannot check it."""
+
+    @tf.custom_gradient
+    def doubled(value):
+        def backward(upstream):
+            raise ValueError("this gradient function is broken")
+
+        return value * 2.0, backward
+
+    return doubled(x)  # culprit: IdentityN gradient_error
+
+
 CULPRITS = [
     batch_dot_then_argmax, cast_to_int, clip_then_cast, concatenate_rounded, one_hot_of_codes,
     reshape_int, sum_of_positive_count, tile_of_sign, argmax_keras, one_hot_argmax_keras,

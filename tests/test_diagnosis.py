@@ -2,29 +2,26 @@
 
 import inspect
 import pathlib
-import re
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
+import finder_corpus
 import gradient_killers
 import workbook
 
 EXAMPLE = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
 SOURCE = pathlib.Path(gradient_killers.__file__).resolve()
-MARKER = re.compile(r"#\s*culprit:\s*(\S+)\s+(\S+)")
 
 
 def expected_culprit(function):
     """(op type, reason, line) from the hand-written marker inside ``function``."""
-    lines, start = inspect.getsourcelines(function)
-    for offset, text in enumerate(lines):
-        match = MARKER.search(text)
-        if match:
-            return match.group(1), match.group(2), start + offset
-    raise AssertionError(f"{function.__name__} has no culprit marker")
+    answer = finder_corpus.culprit_marker(function)
+    assert answer is not None, f"{function.__name__} has no culprit marker"
+    return answer
 
 
 def test_the_table_is_big_enough():
@@ -176,3 +173,153 @@ def test_a_wrong_example_gets_tensorflows_own_message_not_a_false_culprit():
     with pytest.raises(ValueError, match="failed, before any gradient") as raised:
         workbook.find_gradient_breaks(model, (wrong, wrong))
     assert "shape" in str(raised.value).lower()
+
+
+def test_a_gradient_function_that_raises_is_could_not_check_not_ok():
+    report = workbook.find_gradient_breaks(gradient_killers.broken_custom_gradient, EXAMPLE)
+    op_type, reason, line = expected_culprit(gradient_killers.broken_custom_gradient)
+    assert not report.ok, str(report)
+    assert (report.culprit.op_type, report.culprit.reason, report.culprit.line) == (op_type, reason, line)
+    assert "this gradient function is broken" in report.culprit.detail
+    assert "could not check" in str(report)
+    # independently: the tape raises too, so "none" would be a lie
+    with tf.GradientTape() as tape:
+        x = tf.constant(EXAMPLE)
+        tape.watch(x)
+        y = gradient_killers.broken_custom_gradient(x)
+    with pytest.raises(ValueError, match="broken"):
+        tape.gradient(y, x)
+    assert [s.measured for s in report.sources] == ["error"]
+
+
+class Remembering(keras.layers.Layer):
+    """Stores the last output on self, as stateful layers in the wild do."""
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 2), name="kernel")
+
+    def call(self, x):
+        self.last = ops.matmul(x, self.kernel)
+        return self.last
+
+
+def test_layers_behave_as_before_after_the_finder():
+    layer = Remembering()
+    layer(EXAMPLE)
+    before = layer.last
+    report = workbook.find_gradient_breaks(layer, EXAMPLE)
+    assert report.ok, str(report)
+    assert layer.last is before  # not a graph tensor from the trace
+    layer(EXAMPLE)  # eagerly and traced, the layer still works
+    tf.function(lambda x: layer(x))(EXAMPLE)
+    model = keras.Sequential([keras.Input((3,)), Remembering(), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]))
+    assert np.isfinite(model.fit(EXAMPLE, EXAMPLE[:, :1], epochs=1, verbose=0).history["loss"][0])
+
+
+def test_a_users_tf_function_keeps_its_gradient_after_the_finder():
+    @tf.function
+    def smooth(x):
+        return tf.tanh(x) * 3.0
+
+    workbook.find_gradient_breaks(lambda x: smooth(x) + 1.0, EXAMPLE)
+    x = tf.constant(EXAMPLE)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(smooth(x))
+    np.testing.assert_allclose(tape.gradient(y, x), 3.0 * (1.0 - np.tanh(EXAMPLE) ** 2), rtol=1e-5)
+
+
+class TwoUnused(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 2), name="kernel")
+        self.spare = self.add_weight(shape=(2,), name="spare")
+        self.other = self.add_weight(shape=(2,), name="other")
+
+    def call(self, x):
+        return ops.matmul(x, self.kernel)
+
+
+def test_disconnected_weights_are_one_row_per_cause_and_layer():
+    model = keras.Sequential([keras.Input((3,)), TwoUnused(), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    report = workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]))
+    layer = model.layers[0].name
+    assert [(f.reason, f.cuts) for f in report.findings] == [("disconnected", [f"layer {layer}"])] * 2, str(report)
+    assert {f.code for f in report.findings} == {
+        'self.spare = self.add_weight(shape=(2,), name="spare")', 'self.other = self.add_weight(shape=(2,), name="other")'
+    }
+    assert report.layers_without_gradient == []  # the kernel still learns
+
+
+def test_a_model_without_a_loss_says_how_to_give_one():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    with pytest.raises(ValueError, match="loss="):
+        workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]))
+    with pytest.raises(ValueError, match="loss='mse'"):
+        workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]), loss="mse")
+    report = workbook.find_gradient_breaks(model, (EXAMPLE, EXAMPLE[:, :1]), loss=keras.losses.mean_squared_error)
+    assert report.ok and "the loss you passed" in report.description
+
+
+def test_a_custom_train_step_is_followed_and_nothing_is_trained():
+    broken, (x, y) = finder_corpus.rounding_train_step()
+    report = workbook.find_gradient_breaks(broken, (x, y))
+    assert report.culprit.op_type == "Round" and "train_step" in report.description, str(report)
+    model, _ = finder_corpus.custom_train_step_from_the_guide()
+    before = [v.numpy().copy() for v in model.variables]
+    assert workbook.find_gradient_breaks(model, (x, y)).ok
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables)), "the finder trained the model"
+    assert tf.GradientTape.gradient.__name__ == "gradient"  # TensorFlow's own, put back
+    model.fit(x, y, epochs=1, verbose=0)  # and fit still runs the user's step, which moves the weights
+    assert not all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.trainable_variables))
+
+
+SAVE_A_CUSTOM_GRADIENT = """
+import sys, tensorflow as tf
+
+class Quantizer(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    def __call__(self, x):
+        @tf.custom_gradient
+        def straight_through_round(v):
+            return tf.round(v), lambda upstream: upstream
+        return straight_through_round(x) * 2.0
+
+options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)  # saved without it
+tf.saved_model.save(Quantizer(), sys.argv[1], options=options)
+"""
+
+DIAGNOSE_IT_ELSEWHERE = """
+import sys, numpy as np, tensorflow as tf, workbook
+loaded = tf.saved_model.load(sys.argv[1])
+x = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
+report = workbook.find_gradient_breaks(lambda x: loaded(x), x)
+print("RESULT", report.ok, report.culprit and report.culprit.reason, [s.measured for s in report.sources])
+"""
+
+
+def test_a_saved_model_whose_custom_gradient_is_gone_is_could_not_check(tmp_path):
+    """Saved without its custom gradient and loaded in a fresh process: never 'ok'.
+
+    The loaded function still names its gradient, which no one registered there, and
+    TensorFlow's tape raises a LookupError; the finder says "could not check".
+    """
+    import os
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    path = str(tmp_path / "quantizer")
+    for program in (SAVE_A_CUSTOM_GRADIENT, DIAGNOSE_IT_ELSEWHERE):
+        done = subprocess.run([sys.executable, "-c", program, path], capture_output=True, text=True, timeout=300, env=environment)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert "RESULT False gradient_error ['error']" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_a_layer_off_the_path_is_one_row_naming_all_its_weights():
+    model, example = finder_corpus.head_off_the_path()
+    report = workbook.find_gradient_breaks(model, example)
+    assert len(report.findings) == 1 and report.findings[0].cuts == [f"layer {model.projection.name}"], str(report)
+    assert all(v.path in report.findings[0].detail for v in model.projection.trainable_variables)

@@ -14,12 +14,14 @@ so the two views can be compared.
 
 import numpy as np
 
-from workbook.diagnosis_report import Finding, GradientReport
+from workbook.diagnosis_report import HINTS, Finding, GradientReport
+from workbook.finder_targets import all_layers, changed_attributes, prepare, restore_attributes, stateful_variables
 from workbook.graph_walk import analyse, tf_variable
+from workbook.layer_causes import explain_disconnected
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 
-def find_gradient_breaks(target, example):
+def find_gradient_breaks(target, example, loss=None):
     """Name the ops, and the lines of your code, that cut the gradient.
 
     Introduced in 03_finding_gradient_killers.ipynb.
@@ -27,11 +29,15 @@ def find_gradient_breaks(target, example):
     Parameters
     ----------
     target : callable, keras.layers.Layer or keras.Model
-        A Python function on tensors, a layer, or a model. For a compiled model
-        given ``example=(x, y)``, the output followed is the loss.
+        A Python function on tensors (a ``tf.function`` too), a layer, or a model.
+        For a model given ``example=(x, y)`` the output followed is the loss that
+        ``fit`` differentiates: the one inside an overridden ``train_step``, else
+        ``compute_loss`` (the compiled loss, or an override of it).
     example : array, tensor, or tuple of them
         An input to trace and to measure gradients on (a tuple means several
-        positional arguments, or ``(x, y)`` for a compiled model).
+        positional arguments, or ``(x, y)`` / ``(x, y, sample_weight)`` for a model).
+    loss : callable, optional
+        ``loss(y, y_pred)`` to follow for a model that is not compiled with one.
 
     Returns
     -------
@@ -47,106 +53,98 @@ def find_gradient_breaks(target, example):
             f"target={target!r} is not something to trace; pass a Python function on tensors, "
             "a Keras layer, or a Keras model."
         )
-    call, inputs, variables, layer_of, description, arguments = _prepare(target, example)
-    snapshot = [(v, np.array(v.numpy())) for v in _stateful_variables(target)]
+    if loss is not None and not callable(loss):
+        raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
+    call, inputs, variables, layer_of, description, arguments = prepare(target, example, loss)
+    layers = all_layers(target)
+    snapshot = [(v, np.array(v.numpy())) for v in stateful_variables(target)]
+    attributes = [(layer, dict(vars(layer))) for layer in layers]
     try:
-        measured = _measure(call, arguments, inputs, variables)
-        report = analyse(call, arguments, inputs, variables, layer_of)
+        traced, measured, failure = _trace_and_measure(call, arguments, inputs, variables)
+        changed = changed_attributes(attributes)
+        restore_attributes(attributes)
+        report = analyse(call, arguments, inputs, variables, layer_of, traced=traced)
     finally:
         for variable, value in snapshot:  # a training-mode call may move statistics; put them back
             variable.assign(value)
+        restore_attributes(attributes)  # a layer that stored a traced tensor on self would break later
     report.description = description
     for status in report.sources:
-        status.measured = measured.get(status.key, "none")
+        status.measured = measured.get(status.key, "not measured")
+    _settle_unchecked(report, failure)
+    explain_disconnected(report, layers, changed)
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
     return report
 
 
-def _prepare(target, example):
-    """Return (call, inputs, trainable variables, layer name by variable id, description)."""
-    import keras
+def _trace_and_measure(call, arguments, inputs, variables):
+    """Trace the target with its gradients in one graph, run it once, and measure what arrives.
 
-    if isinstance(example, (tuple, list)):
-        parts = [_as_tensor(part, f"example[{i}]") for i, part in enumerate(example)]
-    else:
-        parts = [_as_tensor(example, "example")]
-
-    if isinstance(target, keras.Model) and target.compiled and len(parts) == 2 and target.loss is not None:
-        x, y = parts
-
-        def call(x, y):
-            y_pred = target(x, training=True)
-            return target.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
-
-        inputs, description = [x, y], f"the loss of model {target.name!r} on (x, y)"
-        input_names = ["x", "y"]
-    elif isinstance(target, keras.layers.Layer):
-        if len(parts) != 1:
-            raise ValueError(
-                f"example holds {len(parts)} arrays; a layer or an uncompiled model takes one input "
-                "(a compiled model takes (x, y), and its loss is followed)."
-            )
-
-        def call(x):
-            return target(x, training=True)
-
-        inputs, description = parts, f"the output of {type(target).__name__} {target.name!r}"
-        input_names = ["inputs"]
-    else:
-        call = target
-        inputs, description = parts, f"the output of {getattr(target, '__name__', repr(target))}"
-        input_names = _argument_names(target, len(parts))
-
-    if isinstance(target, keras.layers.Layer) and not target.built:
-        call(*inputs)  # build the weights eagerly, outside the traced function
-    variables, layer_of = [], {}
-    if isinstance(target, keras.Model) and target.trainable_variables:
-        # For a whole model what matters is its weights: an input that is cut
-        # (a preprocessing step, the targets y) stops nothing from training.
-        input_names = []
-    if isinstance(target, keras.layers.Layer):
-        for layer in getattr(target, "layers", None) or [target]:
-            for variable in layer.trainable_variables:
-                if id(variable) not in layer_of:
-                    variables.append(variable)
-                    layer_of[id(variable)] = layer.name
-    return call, list(zip(input_names, inputs)), variables, layer_of, description, inputs
-
-
-def _argument_names(function, count):
-    """The names of a function's first ``count`` parameters (``argument 0``... if unknown)."""
-    import inspect
-
-    try:
-        names = [p.name for p in inspect.signature(function).parameters.values()][:count]
-    except (TypeError, ValueError):
-        names = []
-    return names + [f"argument {i}" for i in range(len(names), count)]
-
-
-def _as_tensor(value, name):
+    Returns ``((concrete function, output tensors), verdicts, None)``; the graph is the
+    one the walk then reads, so the target is traced only once. Code that cannot be
+    traced with its gradients (numpy, Python ``if`` on a value, a gradient function that
+    raises) returns ``(None, verdicts, error)`` measured eagerly instead.
+    """
     import tensorflow as tf
 
+    position = {id(tensor): index for index, tensor in enumerate(arguments)}
+    float_inputs = [(key, position[id(tensor)]) for key, (_, tensor) in zip(_source_keys(inputs, []), inputs) if tensor.dtype.is_floating]
+    keys = [key for key, _ in float_inputs] + [("variable", id(v)) for v in variables]
+
+    def outputs_and_flags(*args):
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch([args[index] for _, index in float_inputs])
+            tape.watch([tf_variable(v) for v in variables])
+            outputs = call(*args)
+            scalar = _sum_of_float_outputs(outputs)
+        if scalar is None:
+            return {"outputs": outputs, "flags": None}
+        sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
+        gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
+        flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
+        return {"outputs": outputs, "flags": flags}
+
     try:
-        return tf.convert_to_tensor(value)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be an array or tensor; got {type(value).__name__} ({error}).") from None
+        specs = [tf.TensorSpec.from_tensor(tensor) for tensor in arguments]
+        concrete = tf.function(outputs_and_flags, autograph=False).get_concrete_function(*specs)
+        flags = _run_once(concrete, arguments)["flags"]
+    except Exception:
+        return (None, *_measure_eagerly(call, arguments, inputs, variables))
+    traced = (concrete, concrete.structured_outputs["outputs"])
+    if flags is None:
+        return traced, {}, None
+    verdicts = {key: "none" if flag is None else ("flowing" if bool(flag) else "zero") for key, flag in zip(keys, flags)}
+    return traced, verdicts, None
 
 
-def _stateful_variables(target):
-    import keras
+#: Grappler passes switched off for the one run of the measurement: optimizing a graph that runs
+#: once costs more than it saves. Constant folding stays on (it folds away the integer shape
+#: arithmetic, which would otherwise run on oneDNN kernels that log a notice on some CPUs).
+SKIPPED_GRAPPLER_PASSES = (
+    "layout_optimizer", "remapping", "arithmetic_optimization", "dependency_optimization",
+    "loop_optimization", "function_optimization", "debug_stripper", "implementation_selector",
+)  # each one on by default
 
-    if not isinstance(target, keras.layers.Layer):
-        return []
-    return list(target.non_trainable_variables) + [v for metric in getattr(target, "metrics", []) for v in metric.variables]
 
-
-def _measure(call, arguments, inputs, variables):
-    """Per source key: 'none', 'zero' or 'flowing', measured with a GradientTape on the example."""
+def _run_once(concrete, arguments):
+    """Run a concrete function once with the costly Grappler passes off, then put the options back."""
     import tensorflow as tf
 
+    options = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options({name: False for name in SKIPPED_GRAPPLER_PASSES})
+    try:
+        return concrete(*arguments)
+    finally:
+        tf.config.optimizer.set_experimental_options({name: options.get(name, True) for name in SKIPPED_GRAPPLER_PASSES})
+
+
+def _measure_eagerly(call, arguments, inputs, variables):
+    """Per source key 'none', 'zero', 'flowing' or 'error', from a GradientTape run eagerly; and the error."""
+    import tensorflow as tf
+
+    failure = None
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         for _, tensor in inputs:
             if tensor.dtype.is_floating:
@@ -155,15 +153,23 @@ def _measure(call, arguments, inputs, variables):
             tape.watch(tf_variable(variable))
         try:
             scalar = _sum_of_float_outputs(call(*arguments))
+        except Exception as error:
+            failure = _first_line(error)
+    if failure is not None:
+        try:
+            call(*arguments)
         except Exception:
-            return {}
+            return {}, None  # it fails without a tape too: tracing reports why
+        # It runs, but not under a GradientTape: building the gradient of a tf.function failed.
+        return {key: "error" for key in _source_keys(inputs, variables)}, failure
     if scalar is None:
-        return {}
+        return {}, None
     sources = [tensor for _, tensor in inputs] + [tf_variable(v) for v in variables]
     try:
         gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
-    except LookupError:  # an op with no registered gradient: tape.gradient itself fails
-        return {key: "error" for key in _source_keys(inputs, variables)}
+    except Exception as error:  # LookupError for an op with no gradient; any error from a gradient function
+        failure = _first_line(error)
+        return {key: "error" for key in _source_keys(inputs, variables)}, failure
     verdicts = {}
     for key, gradient in zip(_source_keys(inputs, variables), gradients):
         if gradient is None:
@@ -171,7 +177,39 @@ def _measure(call, arguments, inputs, variables):
         else:
             gradient = tf.convert_to_tensor(gradient)
             verdicts[key] = "flowing" if bool(tf.reduce_any(gradient != 0)) else "zero"
-    return verdicts
+    return verdicts, None
+
+
+def _first_line(error):
+    return f"{type(error).__name__}: {error}".splitlines()[0][:300]
+
+
+def _settle_unchecked(report, failure):
+    """Decide the breaks whose gradient function failed, with the GradientTape's measurement.
+
+    A break that the tape passed (every source it blocks measured flowing) was only a
+    limit of the probe: a note. Otherwise it is a finding, "could not check", never "ok".
+    A source the graph calls flowing but the tape measured None or failed on gets a finding too.
+    """
+    covered = set()
+    for finding in getattr(report, "unchecked", []):
+        blocked = [s for bit, s in enumerate(report.sources) if finding.bits & (1 << bit)]
+        bad = [s for s in blocked if s.measured != "flowing"]
+        if bad:
+            finding.cuts = list(dict.fromkeys(s.owner for s in bad))
+            report.findings.append(finding)
+            covered.update(id(s) for s in bad)
+        else:
+            report.notes.append(finding)
+    for status in report.sources:
+        if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
+            reason = "gradient_error" if status.measured == "error" else "measured_none"
+            detail = f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
+            report.findings.append(Finding(
+                "(tape)", status.name, reason, None, None, None, HINTS[reason], f"{status.label}: {detail}",
+                [status.owner], order=10**9,
+            ))
+    report.findings.sort(key=lambda finding: finding.order)
 
 
 def _source_keys(inputs, variables):

@@ -10,22 +10,25 @@ import sysconfig
 import traceback
 from dataclasses import dataclass, field
 
-#: Why each kind of break stops the gradient, and what to do about it.
+#: Why each kind of break stops the gradient, and what to do about it. Every fix named here
+#: is applied to an example of its op in tests/test_diagnosis.py, which checks with a
+#: GradientTape that the gradient then flows.
 HINTS = {
     "integer_output": (
-        "An integer, boolean or string value carries no gradient. Keep a float path "
-        "(e.g. keras.ops.round instead of a cast to int), or use a straight-through "
-        "surrogate such as SURROGATES['cast_int_ste']. For one_hot(argmax(...)): use a "
-        "softmax with a temperature, or a straight-through one-hot."
+        "An integer, boolean or string value carries no gradient. Keep the forward value and let "
+        "backprop through with a straight-through surrogate: SURROGATES['cast_int_ste'] for a cast, "
+        "or x + stop_gradient(hard(x) - x) for any hard(x) shaped like x. For one_hot(argmax(...)): "
+        "soft + stop_gradient(hard - soft) with soft = softmax(logits)."
     ),
     "no_gradient": (
         "TensorFlow defines no gradient through this op (or it returns None for this input). "
-        "For round/floor use SURROGATES['round_ste'] / ['floor_ste'] (or 'floor_smooth'); "
-        "for numpy code, rewrite it with keras.ops so TensorFlow can differentiate it."
+        "Backpropagate a surrogate: x + stop_gradient(f(x) - x) (straight-through), "
+        "SURROGATES['round_ste'] / ['floor_ste'] for round/floor, or workbook.surrogate(f, derivative)."
     ),
     "zero_gradient": (
         "The gradient exists but is zero almost everywhere (a step function). Backpropagate a "
-        "surrogate instead, e.g. SURROGATES['sign_ste'] or ['sign_clipped_ste'] for sign."
+        "surrogate instead, e.g. SURROGATES['sign_ste'] or ['sign_clipped_ste'] for sign, or "
+        "x + stop_gradient(f(x) - x)."
     ),
     "stop_gradient": (
         "stop_gradient blocks backprop on purpose. Remove it, or use the straight-through form "
@@ -36,9 +39,18 @@ HINTS = {
         "tape.gradient). Rewrite it with differentiable ops, or wrap it in "
         "workbook.surrogate(forward, derivative)."
     ),
+    "gradient_error": (
+        "TensorFlow's own gradient function for this op raised an error (its message is above), so "
+        "whether the gradient passes could not be checked; tape.gradient fails or gets None the same "
+        "way. Rewrite the step with differentiable ops, or wrap it in workbook.surrogate(forward, derivative)."
+    ),
+    "measured_none": (
+        "The graph has a path, but tf.GradientTape returned None for it on this example. Look for "
+        "an op whose gradient TensorFlow decides at run time (a loaded model, a py_function)."
+    ),
     "disconnected": (
         "The output does not depend on this input or variable at all (or only on its shape). "
-        "Check that the layer is really on the path to the output."
+        "Use its result on the way to the output, or remove it (or make it trainable=False)."
     ),
     "integer_input": (
         "Integers carry no gradient: pass a float array (e.g. x.astype('float32')) if you "
@@ -53,15 +65,41 @@ HINTS = {
 
 #: Sharper advice for the ops students meet most; other ops get the hint for their reason.
 OP_HINTS = {
-    "Cast": "A cast to int has no gradient: keep a float path (keras.ops.round, or trunc via keras.ops.sign * keras.ops.floor(abs)) or use SURROGATES['cast_int_ste'] (straight-through).",
-    "ArgMax": "argmax returns indices. For one_hot(argmax(...)) use softmax(logits / temperature), or a straight-through one-hot: soft + stop_gradient(hard - soft).",
-    "ArgMin": "argmin returns indices: use softmax(-logits / temperature), or a straight-through one-hot.",
+    "Cast": (
+        "A cast to an integer has no gradient. Keep the forward value and pass the gradient "
+        "straight through: SURROGATES['cast_int_ste'](x), or x + stop_gradient(cast(cast(x, 'int32'), "
+        "x.dtype) - x). (A float round or floor instead of the cast would not help: their "
+        "gradients are None too.)"
+    ),
+    "ArgMax": "argmax returns indices. For one_hot(argmax(...)) use a straight-through one-hot: soft + stop_gradient(hard - soft) with soft = softmax(logits), or softmax(logits / temperature) alone.",
+    "ArgMin": "argmin returns indices: use a straight-through one-hot, soft + stop_gradient(hard - soft) with soft = softmax(-logits).",
+    "TopKV2": "top_k's indices are integers: take the gradient through its values (top_k(x).values), or weigh the candidates with a softmax instead of picking them.",
     "Round": "round has no gradient: use SURROGATES['round_ste'] (straight-through), or x + stop_gradient(round(x) - x).",
-    "Floor": "floor has no gradient: use SURROGATES['floor_ste'] or SURROGATES['floor_smooth'].",
+    "Floor": "floor has no gradient: use SURROGATES['floor_ste'] or SURROGATES['floor_smooth'], or x + stop_gradient(floor(x) - x).",
     "Sign": "sign's gradient is 0 everywhere: use SURROGATES['sign_ste'], ['sign_clipped_ste'] or ['sign_swish'].",
     "Greater": "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] for (x > 0), or a sigmoid with a steep slope.",
     "Less": "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] on (threshold - x), or a steep sigmoid.",
     "PyFunc": "numpy_function leaves TensorFlow: rewrite it with keras.ops, or use tf.py_function (which has a gradient), or wrap it in workbook.surrogate.",
+}
+
+#: What makes a variable or input disconnected, when the finder can tell: (detail, what to do).
+DISCONNECTION_CAUSES = {
+    "assign": (
+        "its value goes into a variable with assign/assign_add, and a variable keeps no record of where its value came from",
+        "Compute with tensors (total = total + x) and assign only what you will not differentiate, like a running statistic.",
+    ),
+    "rebound": (
+        "call() rebinds the weight's attribute to a tensor (self.w = self.w + ...): later calls use that tensor, a constant, instead of the weight",
+        "Change the weight in place with self.w.assign(...), or keep the new value in a local variable.",
+    ),
+    "built_tensor": (
+        "a tensor computed from the weight once, in build() or __init__, is stored on the layer and used instead of the weight: it is a constant to every call",
+        "Compute that tensor inside call(), from the weight, every time.",
+    ),
+    "unused": (
+        "the weight is created with add_weight but call() never uses it",
+        "Use it in call(), or do not create it (or create it with trainable=False).",
+    ),
 }
 
 REASON_TEXT = {
@@ -73,6 +111,8 @@ REASON_TEXT = {
     "disconnected": "output does not depend on it",
     "integer_input": "input is not a float",
     "untraceable": "cannot be traced",
+    "gradient_error": "could not check",
+    "measured_none": "tape measured None",
 }
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -123,9 +163,11 @@ class Finding:
     hint: str = ""
     detail: str = ""
     cuts: list = field(default_factory=list)
+    order: int = 0  # position along the path, for sorting
+    bits: int = 0  # which sources it blocks (a bitmask), while the report is built
 
     @classmethod
-    def from_op(cls, op, reason, frame, cuts=()):
+    def from_op(cls, op, reason, frame, cuts=(), message="", order=0):
         dtypes = ", ".join(t.dtype.name for t in op.outputs) or "nothing"
         detail = {
             "integer_output": f"{op.type} returns {dtypes}",
@@ -133,24 +175,28 @@ class Finding:
             "zero_gradient": f"TensorFlow's gradient of {op.type} is a constant zero",
             "stop_gradient": "gradient stopped on purpose",
             "no_gradient_registered": f"no gradient function is registered for {op.type}",
+            "gradient_error": f"TensorFlow's gradient of {op.type} raised {message.splitlines()[0][:300] if message else 'an error'}",
         }[reason]
         file, line, code = frame
-        hint = OP_HINTS.get(op.type, HINTS[reason]) if reason != "stop_gradient" else HINTS[reason]
-        return cls(op.type, op.name, reason, file, line, code, hint, detail, list(cuts))
+        hint = HINTS[reason] if reason in ("stop_gradient", "gradient_error") else OP_HINTS.get(op.type, HINTS[reason])
+        return cls(op.type, op.name, reason, file, line, code, hint, detail, list(cuts), order)
 
     @classmethod
-    def disconnected(cls, status, frame):
+    def disconnected(cls, status, frame, cause="", detail="", hint=""):
+        """An input or variable the output does not depend on; ``cause`` says why, if known."""
         file, line, code = frame
+        if cause and not detail:
+            detail, hint = DISCONNECTION_CAUSES[cause]
         return cls(
-            "(none)", status.name, "disconnected", file, line, code, HINTS["disconnected"],
-            f"the output does not depend on {status.label}", [status.label],
+            "(none)", status.name, "disconnected", file, line, code, hint or HINTS["disconnected"],
+            detail or f"the output does not depend on {status.label}", [status.owner], order=10**8,
         )
 
     @classmethod
     def not_float(cls, status, dtype):
         return cls(
             "(input)", status.name, "integer_input", None, None, None, HINTS["integer_input"],
-            f"{status.label} is {dtype}", [status.label],
+            f"{status.label} is {dtype}", [status.label], order=10**8,
         )
 
     @property

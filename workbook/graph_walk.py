@@ -2,20 +2,28 @@
 
 Introduced in 03_finding_gradient_killers.ipynb. The walk starts at the output
 and asks TensorFlow's own registered gradient function of every op which of its
-inputs receive a gradient; an input that does not is a candidate break.
+inputs receive a gradient; an input that does not is a candidate break. The
+bodies of ``tf.function`` calls, ``while`` loops (``tf.while_loop``, ``map_fn``,
+Keras RNN layers) and ``tf.cond``/``tf.switch_case`` branches are walked too, so
+a culprit inside one is named with its own line.
 """
 
 import sys
 
 from workbook.diagnosis_report import Finding, GradientReport, SourceStatus, untraceable_finding, user_frame
+from workbook.graph_program import Program, custom_gradient_type
 
 # What reaches a tensor walking back from the output: the gradient itself (ALIVE); a gradient
 # if the breaks after it were fixed (SHADOW); or nothing, because it only selects (SELECTOR).
 ALIVE, SHADOW, SELECTOR = 3, 2, 1
 
 # Ops whose output depends on the shape of an input, never on its values.
-SHAPE_ONLY_OPS = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "BroadcastArgs", "TensorListLength"}
+SHAPE_ONLY_OPS = {
+    "Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "BroadcastArgs", "TensorListLength",
+    "TensorListElementShape", "VariableShape",
+}
 STOP_OPS = {"StopGradient", "PreventGradient"}
+ASSIGN_OPS = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
 
 
 def tf_variable(variable):
@@ -29,11 +37,12 @@ def _trace(call, arguments):
     import tensorflow as tf
 
     specs = [tf.TensorSpec.from_tensor(tensor) for tensor in arguments]
-    return tf.function(call, autograph=False).get_concrete_function(*specs)
+    concrete = tf.function(call, autograph=False).get_concrete_function(*specs)
+    return concrete, concrete.structured_outputs
 
 
-def analyse(call, arguments, inputs, variables, layer_of):
-    """Trace, walk the graph backwards, and build the static part of the report."""
+def analyse(call, arguments, inputs, variables, layer_of, traced=None):
+    """Trace (unless ``traced`` gives the concrete function and its outputs), walk backwards, report."""
     import tensorflow as tf
 
     sources = [SourceStatus(key=("input", name), name=name, kind="input") for name, _ in inputs] + [
@@ -41,7 +50,7 @@ def analyse(call, arguments, inputs, variables, layer_of):
         for v in variables
     ]
     try:
-        concrete = _trace(call, arguments)
+        concrete, outputs = traced or _trace(call, arguments)
     except Exception as error:
         if not _is_tracing_limit(error):
             # A wrong example (shape, dtype) or a bug: the student needs TensorFlow's own message.
@@ -54,10 +63,11 @@ def analyse(call, arguments, inputs, variables, layer_of):
             status.static = "untraceable"
         return GradientReport(findings=[finding], notes=[], sources=sources)
     graph = concrete.graph
+    program = Program(graph)
     source_tensors = _source_tensors(graph, arguments, inputs, variables)
-    reach = _forward_reach(graph, source_tensors)
-    sinks = [t for t in tf.nest.flatten(concrete.structured_outputs) if isinstance(t, tf.Tensor)]
-    state, candidates = _backward_walk(graph, sinks, reach)
+    reach = _forward_reach(program, source_tensors)
+    sinks = [t for t in tf.nest.flatten(outputs) if isinstance(t, tf.Tensor)]
+    state, candidates = _backward_walk(program, sinks, reach)
 
     output_reach = 0
     for tensor in sinks:
@@ -78,23 +88,90 @@ def analyse(call, arguments, inputs, variables, layer_of):
             status.static = "cut"
         if status.static != "flowing":
             dead_mask |= 1 << bit
-
-    findings, notes = [], []
-    order = {op: i for i, op in enumerate(graph.get_operations())}
-    for (op, reason), (blocked, level, deliberate) in sorted(candidates.items(), key=lambda item: order.get(item[0][0], 0)):
-        # A deliberate block matters only for sources that no other path could ever reach.
-        matters = dead_mask & ~hopeful_mask if deliberate else dead_mask
-        cut = list(dict.fromkeys(sources[bit].owner for bit in range(len(sources)) if blocked & matters & (1 << bit)))
-        finding = Finding.from_op(op, reason, user_frame(op.traceback), cuts=cut)
-        (findings if cut and level >= SHADOW else notes).append(finding)
+    findings, notes, unchecked = _findings(program, sources, candidates, dead_mask, hopeful_mask)
     for bit, status in enumerate(sources):
         if status.static == "disconnected":
-            findings.append(Finding.disconnected(status, _output_frame(sinks)))
+            assign = _assign_frame(program, reach, bit)
+            if assign is not None:
+                findings.append(Finding.disconnected(status, assign, cause="assign"))
+            else:
+                use = _first_use_frame(program, reach, bit)
+                findings.append(Finding.disconnected(
+                    status, use or _output_frame(sinks),
+                    detail=use and f"the output does not depend on {status.label}: it is used on this line, "
+                    "but nothing computed from it reaches the output",
+                ))
         elif status.static == "not a float":
             # An index or a mask among float inputs is normal; only integers is a mistake.
             alone = all(s.static == "not a float" for s in sources)
             (findings if alone else notes).append(Finding.not_float(status, dict(inputs)[status.name].dtype.name))
-    return GradientReport(findings=findings, notes=notes, sources=sources)
+    report = GradientReport(findings=findings, notes=notes, sources=sources)
+    report.unchecked = unchecked
+    return report
+
+
+def _findings(program, sources, candidates, dead_mask, hopeful_mask):
+    """Sort the candidate breaks into findings, notes and breaks whose gradient could not be checked."""
+    findings, notes, unchecked, covered = [], [], [], 0
+    ranked = sorted(candidates.items(), key=lambda item: program.order.get(item[0][0], 0))
+
+    def owners(mask):
+        return list(dict.fromkeys(sources[bit].owner for bit in range(len(sources)) if mask & (1 << bit)))
+
+    for (op, reason), (blocked, level, deliberate, message) in ranked:
+        # A deliberate block matters only for sources that no other path could ever reach.
+        matters = blocked & (dead_mask & ~hopeful_mask if deliberate else dead_mask)
+        finding = Finding.from_op(op, reason, user_frame(op.traceback), cuts=owners(matters), message=message, order=program.order.get(op, 0))
+        if reason == "gradient_error":
+            finding.cuts, finding.bits = owners(blocked), blocked
+            unchecked.append(finding)
+        elif matters and level >= SHADOW:
+            covered |= matters
+            findings.append(finding)
+        else:
+            notes.append(finding)
+    # A source whose only way to the output is through an index (a gather's indices, a
+    # one_hot's position) is cut as surely as by a cast: name the op that made the index.
+    for bit in range(len(sources)):
+        if not dead_mask & (1 << bit) or covered & (1 << bit) or sources[bit].static != "cut":
+            continue
+        blocking = [
+            (key, value) for key, value in ranked
+            if value[0] & (1 << bit) and key[1] != "gradient_error"
+        ]
+        if not blocking:
+            continue
+        (op, reason), (blocked, _, _, message) = min(
+            blocking, key=lambda item: (item[0][1] != "integer_output", program.order.get(item[0][0], 0))
+        )
+        matters = blocked & dead_mask & ~covered
+        covered |= matters
+        finding = Finding.from_op(op, reason, user_frame(op.traceback), cuts=owners(matters), message=message, order=program.order.get(op, 0))
+        finding.detail += "; only an index made from it reaches the output, and an index carries no gradient"
+        notes[:] = [note for note in notes if note.op_name != op.name]
+        findings.append(finding)
+    findings.sort(key=lambda finding: finding.order)
+    return findings, notes, unchecked
+
+
+def _assign_frame(program, reach, bit):
+    """The user's line that writes a source's value into a variable (state has no gradient), if any."""
+    for op in program.ops:
+        if op.type in ASSIGN_OPS and any(reach.get(t.ref(), 0) & (1 << bit) for t in op.inputs[1:]):
+            frame = user_frame(op.traceback)
+            if frame[0]:
+                return frame
+    return None
+
+
+def _first_use_frame(program, reach, bit):
+    """The user's line of the first op that uses a source, if any (for a source the output ignores)."""
+    for op in program.ops:
+        if any(reach.get(t.ref(), 0) & (1 << bit) for t in op.inputs):
+            frame = user_frame(op.traceback)
+            if frame[0]:
+                return frame
+    return None
 
 
 def _is_tracing_limit(error):
@@ -111,7 +188,7 @@ def _is_tracing_limit(error):
 
 
 def _source_tensors(graph, arguments, inputs, variables):
-    """Bit index -> the graph tensors that carry that source's value."""
+    """Bit index -> the graph tensors that carry that source (a placeholder, a variable's handle)."""
     by_bit = {}
     position = {id(tensor): index for index, tensor in enumerate(arguments)}
     for bit, (_, tensor) in enumerate(inputs):
@@ -123,29 +200,41 @@ def _source_tensors(graph, arguments, inputs, variables):
         handle_bit[id(tf_variable(variable).handle)] = bit
     for external, internal in graph.captures:
         bit = handle_bit.get(id(external))
-        if bit is None:
-            continue
-        for consumer in internal.consumers():
-            if consumer.type == "ReadVariableOp":
-                by_bit.setdefault(bit, []).extend(consumer.outputs)
+        if bit is not None:
+            by_bit.setdefault(bit, []).append(internal)
     return by_bit
 
 
-def _forward_reach(graph, source_tensors):
+def _forward_reach(program, source_tensors):
     """Tensor ref -> bitmask of the sources whose values reach it."""
     reach = {}
+
+    def add(tensor, mask):
+        stack = [tensor]
+        while stack:
+            tensor = stack.pop()
+            old = reach.get(tensor.ref(), 0)
+            if old | mask != old:
+                reach[tensor.ref()] = old | mask
+                stack.extend(program.forward.get(tensor.ref(), ()))
+
     for bit, tensors in source_tensors.items():
         for tensor in tensors:
-            reach[tensor.ref()] = reach.get(tensor.ref(), 0) | (1 << bit)
-    for op in graph.get_operations():
-        if op.type in SHAPE_ONLY_OPS:
-            continue
-        mask = 0
-        for tensor in op.inputs:
-            mask |= reach.get(tensor.ref(), 0)
-        if mask:
-            for tensor in op.outputs:
-                reach[tensor.ref()] = reach.get(tensor.ref(), 0) | mask
+            add(tensor, 1 << bit)
+    changed = True
+    while changed:  # a loop body feeds itself: repeat until nothing new arrives
+        changed = False
+        for op in program.ops:
+            if op.type in SHAPE_ONLY_OPS or op in program.entered:
+                continue
+            mask = 0
+            for tensor in op.inputs:
+                mask |= reach.get(tensor.ref(), 0)
+            if mask:
+                for tensor in op.outputs:
+                    if mask & ~reach.get(tensor.ref(), 0):
+                        add(tensor, mask)
+                        changed = True
     return reach
 
 
@@ -153,80 +242,158 @@ def _is_float(tensor):
     return tensor.dtype.is_floating or tensor.dtype.is_complex
 
 
-def _backward_walk(graph, sinks, reach):
+def _is_carrier(tensor):
+    """Float values carry a gradient; so do handles to variables and lists of floats (variants)."""
+    import tensorflow as tf
+
+    return _is_float(tensor) or tensor.dtype in (tf.resource, tf.variant)
+
+
+def _is_handle(tensor):
+    import tensorflow as tf
+
+    return tensor.dtype in (tf.resource, tf.variant)
+
+
+def _backward_walk(program, sinks, reach):
     """Propagate gradient states from the sinks; return (state by tensor ref, candidates).
 
-    ``candidates`` maps (op, reason) to (bitmask of the sources that reach the
-    blocked inputs, the best state that arrived at the op). A blocked input is
-    walked on as SHADOW so that breaks behind the first one are found too; an
-    integer input that only selects among float values (the condition of
-    ``where``, the indices of a gather) is walked on as SELECTOR.
+    ``candidates`` maps (op, reason) to [bitmask of the sources that reach the
+    blocked inputs, the best state that arrived at the op, whether the block is
+    deliberate, TensorFlow's message]. A blocked input is walked on as SHADOW so
+    that breaks behind the first one are found too; an integer input that only
+    selects among float values (the condition of ``where``, the indices of a
+    gather) is walked on as SELECTOR. Loops are walked until nothing changes.
     """
-    import tensorflow as tf
     from tensorflow.python.framework import ops as tf_ops
 
-    state, candidates = {}, {}
-    for tensor in sinks:
-        state[tensor.ref()] = ALIVE if _is_float(tensor) else SHADOW
-    original_ops = set(graph.get_operations())
+    state, candidates, patterns = {}, {}, {}
+    changes = [0]
+    original_ops = set(program.ops)
 
-    def mark(tensor, value):
-        if reach.get(tensor.ref(), 0):
-            state[tensor.ref()] = max(state.get(tensor.ref(), 0), value)
+    def mark(tensor, value, force=False):
+        stack = [tensor]
+        while stack:
+            tensor = stack.pop()
+            if (not force and not reach.get(tensor.ref(), 0)) or state.get(tensor.ref(), 0) >= value:
+                continue
+            state[tensor.ref()] = value
+            changes[0] += 1
+            stack.extend(program.backward.get(tensor.ref(), ()))
+            force = False
 
-    def block(op, reason, tensor, level, deliberate=False):
-        sources, best, _ = candidates.get((op, reason), (0, 0, deliberate))
-        candidates[(op, reason)] = (sources | reach.get(tensor.ref(), 0), max(best, level), deliberate)
+    def block(op, reason, tensor, level, deliberate=False, message=""):
+        old = candidates.get((op, reason), [0, 0, deliberate, message])
+        new = [old[0] | reach.get(tensor.ref(), 0), max(old[1], level), deliberate, old[3] or message]
+        if new != old:
+            candidates[(op, reason)] = new
+            changes[0] += 1
         # Behind a deliberate block (stop_gradient, the forward half of a custom gradient)
         # no gradient is meant to arrive even once other breaks are fixed: walk on as SELECTOR.
         mark(tensor, SELECTOR if deliberate else min(level, SHADOW))
 
-    with graph.as_default():
-        for op in reversed(graph.get_operations()):
-            carried = [t for t in op.outputs if state.get(t.ref())]
-            if not carried or not op.inputs:
-                continue
-            level = max(state[t.ref()] for t in carried)
-            inputs = [t for t in op.inputs if reach.get(t.ref(), 0) and t.dtype != tf.resource]
-            if not inputs:
-                continue
-            if not any(_is_float(t) for t in carried):
-                # Only integer, boolean or string values leave this op: no gradient can.
-                for tensor in inputs:
-                    if _is_float(tensor) and op.type not in SHAPE_ONLY_OPS:
-                        block(op, "integer_output", tensor, level)
-                    elif not _is_float(tensor):
-                        mark(tensor, min(level, SHADOW))
-                continue
-            if op.type in STOP_OPS:
-                for tensor in inputs:
-                    block(op, "stop_gradient", tensor, level, deliberate=True)
-                continue
-            try:
-                gradient_function = tf_ops.get_gradient_function(op)
-            except LookupError:
-                for tensor in inputs:
-                    if _is_float(tensor):
-                        block(op, "no_gradient_registered", tensor, level)
-                continue
-            gradients = _local_gradients(op, gradient_function, carried)
-            selects = any(_is_float(t) for t in inputs)  # integer inputs then only pick among floats
-            positions = {t.ref() for t in inputs}
-            for index, tensor in enumerate(op.inputs):
-                if tensor.ref() not in positions:
-                    continue
-                if not _is_float(tensor):
-                    mark(tensor, SELECTOR if selects else min(level, SHADOW))
-                elif gradients is None:  # the gradient function failed here: assume it passes
-                    mark(tensor, level)
-                elif index >= len(gradients) or gradients[index] is None:
-                    # IdentityN with None is tf.custom_gradient's forward result: cut on purpose.
-                    block(op, "no_gradient", tensor, level, deliberate=op.type == "IdentityN")
-                elif not _depends_on(gradients[index], gradients.upstream, original_ops):
-                    block(op, "zero_gradient", tensor, level)
+    def visit(op):
+        carried = [t for t in op.outputs if state.get(t.ref())]
+        if not carried or not op.inputs:
+            return
+        level = max(state[t.ref()] for t in carried)
+        inputs = [t for t in op.inputs if reach.get(t.ref(), 0)]
+        if not inputs:
+            return
+        selects = any(_is_carrier(t) for t in inputs)  # integer inputs then only pick among floats
+        if not any(_is_carrier(t) for t in carried):
+            # Only integer, boolean or string values leave this op: no gradient can.
+            for tensor in inputs:
+                if _is_float(tensor) and op.type not in SHAPE_ONLY_OPS:
+                    block(op, "integer_output", tensor, level)
                 else:
-                    mark(tensor, level)
+                    mark(tensor, min(level, SHADOW))
+            return
+        if op.type in STOP_OPS:
+            for tensor in inputs:
+                block(op, "stop_gradient", tensor, level, deliberate=True)
+            return
+        if any(_is_handle(t) for t in carried) or any(t.dtype.name == "variant" for t in op.inputs):
+            # A list of tensors (map_fn, a loop's TensorArray) or a handle passes its values on.
+            for tensor in inputs:
+                mark(tensor, level if _is_carrier(tensor) else SELECTOR)
+            return
+        try:
+            gradient_function = tf_ops.get_gradient_function(op)
+        except LookupError as error:
+            reason = "gradient_error" if custom_gradient_type(op) else "no_gradient_registered"
+            for tensor in inputs:
+                if _is_carrier(tensor):
+                    block(op, reason, tensor, level, message=f"LookupError: {error}")
+                    if reason == "gradient_error":
+                        mark(tensor, level)
+            return
+        carried_indices = tuple(index for index, t in enumerate(op.outputs) if state.get(t.ref()))
+        key = _signature(op, carried_indices)
+        if key not in patterns:
+            patterns[key] = _gradient_pattern(op, gradient_function, carried, original_ops)
+        pattern = patterns[key]
+        positions = {t.ref() for t in inputs}
+        for index, tensor in enumerate(op.inputs):
+            if tensor.ref() not in positions:
+                continue
+            if not _is_carrier(tensor):
+                mark(tensor, SELECTOR if selects else min(level, SHADOW))
+            elif isinstance(pattern, Exception):
+                # TensorFlow's own gradient failed here: say so, and walk on as if it passed.
+                block(op, "gradient_error", tensor, level, message=f"{type(pattern).__name__}: {pattern}")
+                mark(tensor, level)
+            elif pattern[index] == "none":
+                # IdentityN with None is tf.custom_gradient's forward result: cut on purpose.
+                block(op, "no_gradient", tensor, level, deliberate=op.type == "IdentityN")
+            elif pattern[index] == "zero":
+                block(op, "zero_gradient", tensor, level)
+            else:
+                mark(tensor, level)
+
+    for tensor in sinks:
+        mark(tensor, ALIVE if _is_float(tensor) else SHADOW, force=True)
+    for _ in range(100):
+        before = changes[0]
+        for op in reversed(program.ops):
+            if op not in program.entered:
+                visit(op)
+        if changes[0] == before:
+            break
     return state, candidates
+
+
+#: Ops whose gradient is a function of their own: what it returns differs from one op to the next.
+INSTANCE_GRADIENT_OPS = {"IdentityN", "PyFunc", "EagerPyFunc", "PartitionedCall", "StatefulPartitionedCall"}
+
+
+def _signature(op, carried_indices):
+    """What decides which inputs an op's gradient reaches: its type and dtypes, or the op itself.
+
+    Gradient functions are registered per op type, so two ops of one type with the same
+    dtypes and the same outputs carrying a gradient get the same answer; the walk asks
+    TensorFlow once per signature (a ResNet has thousands of ops but a few dozen signatures).
+    """
+    if op.type in INSTANCE_GRADIENT_OPS or custom_gradient_type(op):
+        return (op, carried_indices)
+    dtypes = tuple(t.dtype for t in op.inputs), tuple(t.dtype for t in op.outputs)
+    return (op.type, dtypes, carried_indices)
+
+
+def _gradient_pattern(op, gradient_function, carried, original_ops):
+    """Per input of ``op``: 'passes', 'none' or 'zero' (a constant); or the exception TensorFlow raised."""
+    gradients = _local_gradients(op, gradient_function, carried)
+    if isinstance(gradients, Exception):
+        return gradients
+    pattern = []
+    for index in range(len(op.inputs)):
+        if index >= len(gradients) or gradients[index] is None:
+            pattern.append("none")
+        elif not _depends_on(gradients[index], gradients.upstream, original_ops):
+            pattern.append("zero")
+        else:
+            pattern.append("passes")
+    return pattern
 
 
 class _Gradients(list):
@@ -234,27 +401,31 @@ class _Gradients(list):
 
 
 def _local_gradients(op, gradient_function, carried):
-    """Call the op's registered gradient with ones for the outputs that carry a gradient."""
+    """Call the op's registered gradient with ones for the outputs that carry a gradient.
+
+    Returns the gradients, or the exception TensorFlow's gradient function raised.
+    """
     import tensorflow as tf
 
     if gradient_function is None:
         return _Gradients([None] * len(op.inputs))
     carried_refs = {t.ref() for t in carried}
     upstream, probes = [], []
-    for tensor in op.outputs:
-        if tensor.ref() in carried_refs and _is_float(tensor):
-            # An op of its own (not a constant) so that the gradient's dependence on it can be traced.
-            probes.append(tf.identity(tf.ones_like(tensor)))
-            upstream.append(probes[-1])
-        elif _is_float(tensor):
-            upstream.append(tf.zeros_like(tensor))
-        else:
-            upstream.append(None)
-    try:
-        with tf.name_scope("workbook_gradient_probe"):
-            result = gradient_function(op, *upstream)
-    except Exception:
-        return None
+    with op.graph.as_default():
+        for tensor in op.outputs:
+            if tensor.ref() in carried_refs and _is_float(tensor):
+                # An op of its own (not a constant) so that the gradient's dependence on it can be traced.
+                probes.append(tf.identity(tf.ones_like(tensor)))
+                upstream.append(probes[-1])
+            elif _is_float(tensor):
+                upstream.append(tf.zeros_like(tensor))
+            else:
+                upstream.append(None)
+        try:
+            with tf.name_scope("workbook_gradient_probe"):
+                result = gradient_function(op, *upstream)
+        except Exception as error:
+            return error
     if not isinstance(result, (list, tuple)):
         result = [result]
     gradients = _Gradients(result)

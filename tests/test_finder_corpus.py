@@ -1,0 +1,96 @@
+"""find_gradient_breaks on code it did not write: the public cases of tests/finder_corpus.py.
+
+For each case the expected culprit (op type, reason, line) is read from the hand-written
+marker next to the line, or the case is marked clean; the finder must agree, without an
+exception, and a GradientTape run here independently must agree with the finder.
+"""
+
+import inspect
+import pathlib
+
+import keras
+import pytest
+import tensorflow as tf
+
+import finder_corpus
+import workbook
+
+SOURCE = pathlib.Path(finder_corpus.__file__).resolve()
+expected = finder_corpus.culprit_marker
+
+
+def build(builder):
+    built = builder()
+    target, example = built[:2]
+    return target, example, (built[2] if len(built) > 2 else {})
+
+
+def test_the_corpus_is_big_and_sourced():
+    clean = [b for b in finder_corpus.CASES if b.clean]
+    assert len(finder_corpus.CASES) >= 60 and len(clean) >= 25
+    assert all(b.source.startswith("https://") for b in finder_corpus.CASES)
+    for builder in finder_corpus.CASES:
+        assert (expected(builder) is None) == builder.clean, f"{builder.__name__}: marker and clean=True disagree"
+
+
+@pytest.mark.parametrize("builder", finder_corpus.CASES, ids=lambda b: b.__name__)
+def test_the_finder_names_the_culprit_or_says_ok(builder):
+    target, example, options = build(builder)
+    report = workbook.find_gradient_breaks(target, example, **options)
+    answer = expected(builder)
+    if answer is None:
+        assert report.ok, str(report)
+        assert all(s.static == "flowing" for s in report.sources), str(report)
+        return
+    op_type, reason, line = answer
+    assert not report.ok, str(report)
+    culprit = report.findings[0]
+    assert (culprit.op_type, culprit.reason) == (op_type, reason), str(report)
+    if line is not None:
+        assert culprit.line == line and pathlib.Path(culprit.file).resolve() == SOURCE, str(report)
+    assert culprit.hint
+
+
+def tape_verdict(target, example, options):
+    """Whether every trainable source gets a non-None gradient, measured here with a GradientTape."""
+    parts = [tf.convert_to_tensor(p) for p in (example if isinstance(example, tuple) else (example,))]
+    if isinstance(target, keras.Model):
+        x, y = parts[:2]
+        loss = options.get("loss")
+        with tf.GradientTape() as tape:
+            y_pred = target(x, training=True)
+            value = loss(y, y_pred) if loss is not None else target.compute_loss(x=x, y=y, y_pred=y_pred)
+        sources = target.trainable_variables
+    else:
+        sources = [p for p in parts if p.dtype.is_floating]
+        if isinstance(target, keras.layers.Layer):
+            if not target.built:
+                target(*parts)  # build the weights first, as find_gradient_breaks does
+            sources = [v.value for v in target.trainable_variables] + sources
+        try:
+            with tf.GradientTape() as tape:
+                tape.watch(sources)
+                value = target(*parts)
+        except LookupError:  # a tf.function whose gradient cannot be built fails under a tape
+            return False
+        if not value.dtype.is_floating:
+            return False
+    try:
+        gradients = tape.gradient(value, sources)
+    except (LookupError, tf.errors.OpError):
+        return False
+    return bool(sources) and all(g is not None and bool(tf.reduce_any(tf.convert_to_tensor(g) != 0)) for g in gradients)
+
+
+TAPE_CHECKED = [
+    b for b in finder_corpus.CASES
+    if "untraceable" not in inspect.getsource(b) and "train_step" not in inspect.getsource(b)
+    and "rebinds" not in b.__name__ and "built" not in b.__name__ and "integer_example" != b.__name__
+]
+
+
+@pytest.mark.parametrize("builder", TAPE_CHECKED, ids=lambda b: b.__name__)
+def test_a_gradient_tape_agrees(builder):
+    """The case's verdict, clean or not, is what TensorFlow's own tape measures (independent of the finder)."""
+    target, example, options = build(builder)
+    assert tape_verdict(target, example, options) == builder.clean

@@ -1,0 +1,181 @@
+"""What :func:`workbook.find_gradient_breaks` differentiates, and how it leaves the target as it was.
+
+Introduced in 03_finding_gradient_killers.ipynb. A function is followed as it is; a
+layer on its input; a model on ``(x, y)`` through the loss ``fit`` differentiates (an
+overridden ``train_step``, ``compute_loss``, the compiled loss, or a loss passed in).
+"""
+
+import inspect
+
+
+def prepare(target, example, loss=None):
+    """Return (call, inputs, trainable variables, layer name by variable id, description, arguments)."""
+    import keras
+
+    if isinstance(example, (tuple, list)):
+        parts = [_as_tensor(part, f"example[{i}]") for i, part in enumerate(example)]
+    else:
+        parts = [_as_tensor(example, "example")]
+
+    is_model = isinstance(target, keras.Model)
+    custom_step = is_model and type(target).train_step is not keras.Model.train_step
+    custom_loss = is_model and type(target).compute_loss is not keras.Model.compute_loss
+    follows_loss = is_model and (loss is not None or custom_step or custom_loss or getattr(target, "loss", None) is not None)
+    if follows_loss and len(parts) in (2, 3):
+        if loss is not None:
+            def call(x, y, *weights):
+                return loss(y, target(x, training=True))
+
+            description = f"the loss you passed, on model {target.name!r} and (x, y)"
+        elif custom_step:
+            call = _train_step_loss(target)
+            description = f"the loss that {type(target).__name__}.train_step differentiates, on (x, y)"
+        else:
+            # compute_loss took a `training` argument in Keras 3.3; an override may not have it.
+            training = {"training": True} if "training" in inspect.signature(target.compute_loss).parameters else {}
+
+            def call(x, y, *weights):
+                y_pred = target(x, training=True)
+                weight = weights[0] if weights else None
+                return target.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weight, **training)
+
+            description = f"the loss of model {target.name!r} on (x, y)"
+        inputs = list(zip(["x", "y", "sample_weight"], parts))
+    elif isinstance(target, keras.layers.Layer):
+        if len(parts) != 1:
+            raise ValueError(
+                f"example holds {len(parts)} arrays; a layer or a model without a loss takes one input. "
+                "For a model, compile it with loss=..., or pass find_gradient_breaks(model, (x, y), loss=fn)."
+            )
+
+        def call(x):
+            return target(x, training=True)
+
+        inputs, description = list(zip(["inputs"], parts)), f"the output of {type(target).__name__} {target.name!r}"
+    else:
+        call = target
+        description = f"the output of {getattr(target, '__name__', repr(target))}"
+        inputs = list(zip(_argument_names(target, len(parts)), parts))
+
+    if isinstance(target, keras.layers.Layer) and not target.built:
+        target(inputs[0][1])  # build the weights eagerly, outside the traced function
+    variables, layer_of = [], {}
+    if is_model and target.trainable_variables:
+        # For a whole model what matters is its weights: an input that is cut
+        # (a preprocessing step, the targets y) stops nothing from training.
+        inputs = [(None, tensor) for _, tensor in inputs]
+    if isinstance(target, keras.layers.Layer):
+        for layer in getattr(target, "layers", None) or [target]:
+            for variable in layer.trainable_variables:
+                if id(variable) not in layer_of:
+                    variables.append(variable)
+                    layer_of[id(variable)] = layer.name
+    arguments = [tensor for _, tensor in inputs]
+    inputs = [(name, tensor) for name, tensor in inputs if name is not None]
+    return call, inputs, variables, layer_of, description, arguments
+
+
+def _train_step_loss(model):
+    """A function of (x, y[, sample_weight]) returning the loss the model's own train_step differentiates.
+
+    The step runs as written, except that the optimizer applies nothing: the target of
+    the step's ``tape.gradient`` call is recorded and returned.
+    """
+    import tensorflow as tf
+
+    def call(*parts):
+        recorded = []
+        original = tf.GradientTape.gradient
+
+        def recording(tape, target, sources, *args, **kwargs):
+            recorded.append(target)
+            return original(tape, target, sources, *args, **kwargs)
+
+        optimizer = model.optimizer
+        tf.GradientTape.gradient = recording
+        if optimizer is not None:
+            optimizer.__dict__["apply"] = lambda *args, **kwargs: None
+        try:
+            model.train_step(tuple(parts))
+        finally:
+            tf.GradientTape.gradient = original
+            if optimizer is not None:
+                optimizer.__dict__.pop("apply", None)
+        if not recorded:
+            raise ValueError(
+                f"{type(model).__name__}.train_step never called tape.gradient, so there is no loss to follow; "
+                "pass find_gradient_breaks(model, (x, y), loss=fn) instead."
+            )
+        return recorded[-1]
+
+    return call
+
+
+def _argument_names(function, count):
+    """The names of a function's first ``count`` parameters (``argument 0``... if unknown)."""
+    try:
+        names = [p.name for p in inspect.signature(function).parameters.values()][:count]
+    except (TypeError, ValueError):
+        names = []
+    return names + [f"argument {i}" for i in range(len(names), count)]
+
+
+def _as_tensor(value, name):
+    import tensorflow as tf
+
+    try:
+        return tf.convert_to_tensor(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be an array or tensor; got {type(value).__name__} ({error}).") from None
+
+
+def stateful_variables(target):
+    """Every variable a call or a train_step could change: weights, statistics, metrics, optimizer."""
+    import keras
+
+    if not isinstance(target, keras.layers.Layer):
+        return []
+    found = list(target.variables) + [v for metric in getattr(target, "metrics", []) for v in metric.variables]
+    optimizer = getattr(target, "optimizer", None)
+    if optimizer is not None:
+        found += list(optimizer.variables)
+    return list({id(v): v for v in found}.values())
+
+
+def all_layers(target):
+    """The target and every layer inside it, found through their attributes."""
+    import keras
+
+    if not isinstance(target, keras.layers.Layer):
+        return []
+    seen, stack = {}, [target]
+    while stack:
+        layer = stack.pop()
+        if id(layer) in seen:
+            continue
+        seen[id(layer)] = layer
+        for value in vars(layer).values():
+            values = value if isinstance(value, (list, tuple)) else [value]
+            stack.extend(v for v in values if isinstance(v, keras.layers.Layer))
+    return list(seen.values())
+
+
+def changed_attributes(attributes):
+    """(layer, attribute name, value before, value now) for each attribute a call rebound."""
+    changed = []
+    for layer, before in attributes:
+        for name, value in vars(layer).items():
+            if name in before and before[name] is not value:
+                changed.append((layer, name, before[name], value))
+    return changed
+
+
+def restore_attributes(attributes):
+    """Put every layer attribute back as it was before the target was called."""
+    for layer, before in attributes:
+        now = vars(layer)
+        for name in [name for name in now if name not in before]:
+            del now[name]
+        for name, value in before.items():
+            if now.get(name, value) is not value or name not in now:
+                now[name] = value

@@ -1,0 +1,99 @@
+"""A traced graph with the bodies of its function calls, loops and branches laid out flat.
+
+Introduced in 03_finding_gradient_killers.ipynb (the section on loops and
+``tf.function``). :func:`workbook.find_gradient_breaks` walks a :class:`Program`
+instead of a bare graph, so that an op inside a ``tf.function``, a ``while`` loop
+(``tf.while_loop``, ``map_fn``, Keras RNN layers) or a ``tf.cond`` branch is seen
+with its own line, and values and gradients are followed in and out of the body.
+"""
+
+CALL_OPS = {"PartitionedCall", "StatefulPartitionedCall"}
+WHILE_OPS = {"While", "StatelessWhile"}
+MAX_NESTING = 32
+
+
+class Program:
+    """Every op of a traced graph and of the function bodies it runs, with the links between them.
+
+    A call of a ``tf.function``, a ``While`` loop or an ``If``/``Case`` is an op
+    whose work happens in a body graph of its own. Its inputs are linked to the
+    body's inputs, the body's outputs to its outputs, and (for a loop) each body
+    output to the same body input of the next iteration, so that values and
+    gradients can be followed through it as through any other op.
+    """
+
+    def __init__(self, graph):
+        self.ops = []  # program order: a body's ops come before the op that runs it
+        self.forward, self.backward = {}, {}
+        self.entered = set()
+        self._expand(graph, 0)
+        self.order = {op: index for index, op in enumerate(self.ops)}
+
+    def _link(self, source, target):
+        self.forward.setdefault(source.ref(), []).append(target)
+        self.backward.setdefault(target.ref(), []).append(source)
+
+    def _expand(self, graph, depth):
+        for op in graph.get_operations():
+            bodies = _bodies(op) if depth < MAX_NESTING else None
+            if bodies:
+                self.entered.add(op)
+                outer_inputs = list(op.inputs) if op.type in CALL_OPS | WHILE_OPS else list(op.inputs)[1:]
+                for body in bodies:
+                    self._expand(body, depth + 1)
+                    for outer, inner in zip(outer_inputs, body.inputs):
+                        self._link(outer, inner)
+                    for inner, outer in zip(body.outputs, op.outputs):
+                        self._link(inner, outer)
+                    if op.type in WHILE_OPS:
+                        for inner_output, inner_input in zip(body.outputs, body.inputs):
+                            self._link(inner_output, inner_input)
+            self.ops.append(op)
+
+
+def _bodies(op):
+    """The body graphs an op runs (None for an ordinary op, or a body that cannot be had)."""
+    try:
+        if op.type in WHILE_OPS:
+            graphs = [getattr(op, "_body_graph", None) or _function_graph(op, op.get_attr("body").name)]
+        elif op.type in {"If", "StatelessIf"}:
+            graphs = [
+                getattr(op, "_true_graph", None) or _function_graph(op, op.get_attr("then_branch").name),
+                getattr(op, "_false_graph", None) or _function_graph(op, op.get_attr("else_branch").name),
+            ]
+        elif op.type in {"Case", "StatelessCase"}:
+            graphs = getattr(op, "_branch_graphs", None) or [
+                _function_graph(op, function.name) for function in op.get_attr("branches")
+            ]
+        elif op.type in CALL_OPS:
+            if custom_gradient_type(op):
+                return None  # its own gradient is what backprop uses: ask that instead
+            graphs = [_function_graph(op, op.get_attr("f").name)]
+        else:
+            return None
+    except (ValueError, AttributeError, KeyError):
+        return None
+    return list(graphs) if graphs and all(graph is not None for graph in graphs) else None
+
+
+def custom_gradient_type(op):
+    try:
+        return op.get_attr("_gradient_op_type")
+    except ValueError:
+        return None
+
+
+def _function_graph(op, name):
+    """The graph of the function called ``name``, looked up from ``op``'s graph outwards."""
+    graph = op.graph
+    while graph is not None:
+        function = graph._get_function(name)  # the function library has no public accessor
+        if function is not None:
+            body = getattr(function, "graph", None)
+            if body is None:
+                from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
+
+                body = function_def_to_graph(function.definition)
+            return body
+        graph = getattr(graph, "outer_graph", None)
+    return None
