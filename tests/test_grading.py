@@ -161,6 +161,7 @@ def checked(result):
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     """The whole round trip; returns what the instructor sees at the end."""
+    pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
     from nbgrader.api import Gradebook
 
     base = tmp_path_factory.mktemp("hub")
