@@ -347,6 +347,8 @@ _CELL_STATES = """(panel) => Array.from(panel.querySelectorAll('.jp-Notebook .jp
     index,
     code: cell.classList.contains('jp-CodeCell'),
     prompt: (cell.querySelector('.jp-InputArea-prompt') || {}).textContent || '',
+    // a folded worked solution shows no execution count; the cells after it use what it defines
+    folded: Boolean(cell.querySelector('.jp-InputPlaceholder')),
     errors: Array.from(cell.querySelectorAll(
         '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
         .filter(node => node.querySelector('.ansi-red-fg')
@@ -355,6 +357,11 @@ _CELL_STATES = """(panel) => Array.from(panel.querySelectorAll('.jp-Notebook .jp
 }))"""
 
 PROMPT_NUMBER = re.compile(r"\[\s*(\d+)\s*\]")
+
+
+def _has_run(state):
+    """A code cell shows an execution count, or is a folded worked solution (which shows none)."""
+    return bool(PROMPT_NUMBER.search(state["prompt"])) or state["folded"]
 
 
 class NotebookTab:
@@ -435,7 +442,7 @@ class NotebookTab:
 
     def progress(self):
         states = [s for s in self.cell_states() if s["code"]]
-        done = sum(bool(PROMPT_NUMBER.search(s["prompt"])) for s in states)
+        done = sum(_has_run(s) for s in states)
         return f"{done} of {len(states)} code cells run"
 
     def wait_until_all_run(self, timeout=300, on_tick=None):
@@ -452,7 +459,7 @@ class NotebookTab:
                 raise AssertionError(f"{self.relative_path}: error output:\n" + "\n".join(errors))
             if on_tick is not None:
                 on_tick()
-            if states and all(PROMPT_NUMBER.search(s["prompt"]) for s in states) \
+            if states and all(_has_run(s) for s in states) \
                     and self.kernel_status() == "idle":
                 self.wait_until_idle(timeout=max(5, deadline - time.monotonic()))
                 return time.monotonic() - started

@@ -103,16 +103,6 @@ def clean_environment(home, base=None):
     return env
 
 
-_session_home = []
-
-
-def session_home():
-    """One fresh home folder for every notebook this test session runs."""
-    if not _session_home:
-        _session_home.append(tempfile.mkdtemp(prefix="student-home-"))
-    return _session_home[0]
-
-
 def execute(path, timeout_per_cell=600, home=None):
     """Run the reduced notebook in a fresh kernel, in a clean process; return (notebook, seconds).
 
@@ -121,11 +111,14 @@ def execute(path, timeout_per_cell=600, home=None):
     """
     with tempfile.TemporaryDirectory(prefix="notebook-run-") as folder:
         reduced, executed = pathlib.Path(folder, "reduced.ipynb"), pathlib.Path(folder, "executed.ipynb")
+        if home is None:  # a new student's: no font cache, no Jupyter or Keras folders yet
+            home = pathlib.Path(folder, "home")
+            home.mkdir()
         nbformat.write(reduced_notebook(path), reduced)
         command = [sys.executable, __file__, str(reduced), str(executed), "--timeout", str(timeout_per_cell),
                    "--cwd", str(pathlib.Path(path).resolve().parent)]
         started = time.perf_counter()
-        result = subprocess.run(command, env=clean_environment(home or session_home()), capture_output=True,
+        result = subprocess.run(command, env=clean_environment(home), capture_output=True,
                                 text=True)
         seconds = time.perf_counter() - started
         if result.returncode != 0 or not executed.exists():
