@@ -69,12 +69,16 @@ def _code_digest(code):
 
 
 def _simple(value):
-    """``value`` if it is a plain constant (then its repr is stable across processes), else its type."""
+    """``value`` if it is a plain constant (then its repr is stable across processes), else "object".
+
+    Not the type: a default such as ``sys.stdout`` is a file in a fresh process and
+    ipykernel's stream object in a kernel.
+    """
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return repr(value)
     if isinstance(value, tuple):
         return "(" + ", ".join(_simple(item) for item in value) + ")"
-    return type(value).__name__
+    return "object"
 
 
 def _function_digest(function, depth=0):
