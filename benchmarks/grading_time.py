@@ -11,7 +11,6 @@ import os
 import pathlib
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,17 +19,10 @@ import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from notebook_runner import clean_environment  # noqa: E402
+from notebook_runner import clean_environment, run_nbgrader as nbgrader  # noqa: E402
 
 ASSIGNMENT = "05_assignment_quantized_autoencoder"
 CLASS_SIZE = 200
-
-
-def nbgrader(course, env, *args):
-    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
-                            text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
 
 
 def grade_one(course, env, student):

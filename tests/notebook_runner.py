@@ -103,6 +103,18 @@ def clean_environment(home, base=None):
     return env
 
 
+def run_nbgrader(folder, env, *args, check=True, timeout=1800):
+    """``python -m nbgrader ARGS`` in ``folder``, as an instructor or student runs it; the result.
+
+    With ``check``, a non-zero exit raises RuntimeError with nbgrader's output.
+    """
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=folder, env=env, capture_output=True,
+                            text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
 def execute(path, timeout_per_cell=600, home=None):
     """Run the reduced notebook in a fresh kernel, in a clean process; return (notebook, seconds).
 

@@ -8,14 +8,12 @@ user's Jupyter, IPython or Keras folders are written to.
 import importlib.util
 import re
 import shutil
-import subprocess
-import sys
 
 import nbformat
 import numpy as np
 import pytest
 
-from notebook_runner import NOTEBOOKS, clean_environment
+from notebook_runner import NOTEBOOKS, clean_environment, run_nbgrader
 
 ROOT = NOTEBOOKS.parent
 COURSE = ROOT / "course"
@@ -160,13 +158,6 @@ def nbgrader_env(tmp_path_factory):
     return clean_environment(tmp_path_factory.mktemp("home"))
 
 
-def nbgrader(course, env, *args):
-    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-    return result
-
-
 def new_course(tmp_path):
     course = tmp_path / "course"
     course.mkdir()
@@ -178,7 +169,7 @@ def new_course(tmp_path):
 def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
     course = new_course(tmp_path)
     make_assignments.link_sources(course, SOURCES)
-    nbgrader(course, nbgrader_env, "generate_assignment", "*", "--force", "--no-db")
+    run_nbgrader(course, nbgrader_env, "generate_assignment", "*", "--force", "--no-db")
     generated = sorted((course / "release").glob("*/*.ipynb"))
     for path in generated:
         make_assignments.unfold_answer_cells(path)

@@ -20,13 +20,13 @@ import time
 import nbformat
 import pytest
 
-from notebook_runner import NOTEBOOKS, clean_environment, reduced_notebook
+from notebook_runner import NOTEBOOKS, clean_environment, reduced_notebook, run_nbgrader
+from test_assignments import ASSIGNMENT_POINTS as POINTS
 
 ROOT = NOTEBOOKS.parent
 COURSE_ID = "gradient-workbook"
 ASSIGNMENT = "05_assignment_quantized_autoencoder"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
-POINTS = {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 4}
 # An ordinary cell's limit while testing: short enough that the looping submission costs
 # little, long enough for every honest cell (the real limit, 120 s, is tested on its own).
 TEST_CELL_SECONDS = 45
@@ -148,16 +148,6 @@ STUDENTS = {
 NOT_A_NOTEBOOK = "broken_file"  # hands in a file that is not valid JSON
 
 
-def run(command, env, cwd, timeout=1800):
-    return subprocess.run([sys.executable, "-m", "nbgrader", *command], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def checked(result):
-    assert result.returncode == 0, f"{' '.join(result.args[2:])} failed:\n{result.stdout}\n{result.stderr}"
-    return result
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     """The whole round trip; returns what the instructor sees at the end."""
@@ -180,8 +170,8 @@ def hub(tmp_path_factory):
     source = reduced_notebook(NOTEBOOKS / NOTEBOOK)  # turned down, as the notebook tests run it
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
     nbformat.write(source, course / "source" / ASSIGNMENT / NOTEBOOK)
-    checked(run(["generate_assignment", ASSIGNMENT, "--force"], instructor, course))
-    checked(run(["release_assignment", ASSIGNMENT], instructor, course))
+    run_nbgrader(course, instructor, "generate_assignment", ASSIGNMENT, "--force")
+    run_nbgrader(course, instructor, "release_assignment", ASSIGNMENT)
     solutions = {nbgrader_meta(c)["grade_id"]: c for c in source.cells if nbgrader_meta(c).get("solution")}
 
     for student in [*STUDENTS, NOT_A_NOTEBOOK]:
@@ -189,7 +179,7 @@ def hub(tmp_path_factory):
         home.mkdir(parents=True)
         env = clean_environment(home)
         flags = ["--course", COURSE_ID, f"--Exchange.root={exchange}"]
-        checked(run(["fetch_assignment", ASSIGNMENT, *flags], env, home))
+        run_nbgrader(home, env, "fetch_assignment", ASSIGNMENT, *flags)
         path = home / ASSIGNMENT / NOTEBOOK
         if student == NOT_A_NOTEBOOK:
             path.write_text(path.read_text()[:5000])  # cut off mid-way, as an interrupted upload leaves it
@@ -197,14 +187,14 @@ def hub(tmp_path_factory):
             release = nbformat.read(path, as_version=4)
             nbformat.write(submission(release, solutions, **STUDENTS[student][0]), path)
         # On a hub each student is a user of their own; here all are one, so each says who.
-        checked(run(["submit", ASSIGNMENT, *flags, f"--student={student}"], env, home))
+        run_nbgrader(home, env, "submit", ASSIGNMENT, *flags, f"--student={student}")
 
-    checked(run(["collect", ASSIGNMENT], instructor, course))
+    run_nbgrader(course, instructor, "collect", ASSIGNMENT)
     started = time.perf_counter()
-    autograde = run(["autograde", ASSIGNMENT, "--force"], instructor, course)
+    autograde = run_nbgrader(course, instructor, "autograde", ASSIGNMENT, "--force", check=False)
     seconds = time.perf_counter() - started
-    feedback = run(["generate_feedback", ASSIGNMENT, "--force"], instructor, course)
-    checked(run(["export"], instructor, course))
+    feedback = run_nbgrader(course, instructor, "generate_feedback", ASSIGNMENT, "--force", check=False)
+    run_nbgrader(course, instructor, "export")
     with open(course / "grades.csv", newline="") as file:
         totals = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(file)}
     scores = {}
