@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import warnings
 
 import pytest
 
@@ -91,18 +90,3 @@ def test_a_scripts_traceback_still_reaches_stderr(tmp_path):
                             env=clean_environment(tmp_path), timeout=300)
     assert result.returncode == 1
     assert result.stderr.startswith("Traceback") and "RuntimeError: the real error" in result.stderr
-
-
-def test_warnings_as_output_prints_each_warning_once(capsys):
-    from workbook.environment import warnings_as_output
-
-    with warnings_as_output("Keras warned"):
-        for _ in range(3):
-            warnings.warn("Gradients do not exist for variables ['encoder/kernel']", UserWarning)
-        warnings.warn("another", DeprecationWarning)
-    captured = capsys.readouterr()
-    assert captured.out.splitlines() == [
-        "Keras warned (UserWarning): Gradients do not exist for variables ['encoder/kernel']",
-        "Keras warned (DeprecationWarning): another",
-    ]
-    assert captured.err == ""

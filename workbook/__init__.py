@@ -15,7 +15,6 @@ _EXPORTS = {
     # environment.py: seeding, quiet logs, versions (00_start_here)
     "setup": "environment",
     "environment_report": "environment",
-    "warnings_as_output": "environment",
     # compatibility.py: the supported versions, checked in every Setup cell; Colab (00_start_here)
     "check_versions": "compatibility",
     # data.py: MNIST with or without a network (00_start_here)

@@ -3,11 +3,9 @@
 Introduced in 00_start_here.ipynb; every notebook's Setup cell calls :func:`setup`.
 """
 
-import contextlib
 import os
 import platform
 import random
-import warnings
 
 import numpy as np
 
@@ -52,34 +50,6 @@ def setup(seed=0, quiet=True):
     np.random.seed(seed)
     keras.utils.set_random_seed(seed)
     return environment_report()
-
-
-@contextlib.contextmanager
-def warnings_as_output(prefix="Warning"):
-    """Show the warnings raised inside the block as ordinary printed lines, each once.
-
-    Introduced in 04_autoencoder_lab.ipynb, where Keras's "Gradients do not exist for
-    variables" is the lesson: a notebook shows a plain warning in red, as if something
-    had gone wrong with the notebook itself, and a graded cell with such output gets no
-    points. Inside the block every warning is recorded instead, and printed at its end as
-    ``{prefix} (Category): message``.
-
-    Examples
-    --------
-    >>> with workbook.warnings_as_output("Keras warned"):
-    ...     model.fit(x_train, x_train, epochs=1, verbose=0)
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            yield caught
-        finally:  # also when the block raises: the warning may say why
-            seen = set()
-            for warning in caught:
-                text = f"{prefix} ({warning.category.__name__}): {warning.message}"
-                if text not in seen:
-                    seen.add(text)
-                    print(text)
 
 
 def _quiet_tensorflow():
