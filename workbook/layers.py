@@ -3,14 +3,18 @@
 Introduced in 02_surrogate_zoo.ipynb. Unlike ``keras.layers.Lambda(lambda x: ...)``,
 a model using :class:`Surrogate` loads with ``keras.saving.load_model(path,
 safe_mode=True)`` (after ``import workbook.layers``, which registers it), and the
-loaded model still backpropagates the surrogate derivative.
+loaded model still backpropagates the surrogate derivative. Importing this module also
+registers the layers of 06_beyond_straight_through.ipynb (``DiscreteBottleneck``,
+``VectorQuantizer``, ``ScoreFunctionAutoencoder``), so one import loads any saved model
+of the workbook.
 """
 
 import keras
 
+from .discrete_layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
 from .surrogates import SURROGATES, SurrogateGradient, unique_name
 
-__all__ = ["Surrogate"]
+__all__ = ["DiscreteBottleneck", "ScoreFunctionAutoencoder", "Surrogate", "VectorQuantizer"]
 
 # Keyword arguments that belong to keras.layers.Layer rather than to the surrogate.
 _LAYER_KWARGS = {"trainable", "dtype", "autocast", "activity_regularizer",

@@ -1,0 +1,57 @@
+"""Models saved by workbook 0.1.0 (tests/saved_models, written by scripts/make_saved_models.py
+with Keras 3.8, the oldest supported) still load in safe mode and give the answers they gave then.
+
+A renamed class, a registered name that moved, or a surrogate whose parameters or formula
+changed makes these fail: a student's saved model from a course must keep working.
+"""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+tf = pytest.importorskip("tensorflow")
+
+import workbook  # noqa: E402
+import workbook.layers  # noqa: E402,F401  (registers every workbook layer for loading)
+
+SAVED = pathlib.Path(__file__).parent / "saved_models"
+EXPECTED = dict(np.load(SAVED / "expected.npz"))
+
+
+def load(name):
+    return keras.saving.load_model(SAVED / f"{name}.keras", safe_mode=True)
+
+
+def test_the_catalog_model_forwards_and_backpropagates_as_it_did_when_saved():
+    model = load("catalog")
+    assert {layer.name for layer in model.layers} >= set(workbook.SURROGATES)
+    x = tf.constant(EXPECTED["catalog/x"])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = model(x)
+    np.testing.assert_allclose(y.numpy(), EXPECTED["catalog/y"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), EXPECTED["catalog/dy_dx"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_catalog_model_keeps_the_saved_non_default_parameters():
+    model = load("catalog")
+    for key, entry in workbook.SURROGATES.items():
+        saved = model.get_layer(key).params
+        for name, default in entry.params.items():
+            if isinstance(default, float):
+                assert saved[name] == pytest.approx(default * 1.5 + 0.25), (key, name)
+
+
+@pytest.mark.parametrize("name", ["cast_int", "bernoulli_mode", "score_function_mode", "vector_quantizer"])
+def test_a_saved_autoencoder_reconstructs_as_it_did_when_saved(name):
+    model = load(f"autoencoder_{name}")
+    got = model.predict(EXPECTED[f"{name}/x"], verbose=0)
+    np.testing.assert_allclose(got, EXPECTED[f"{name}/y"], rtol=1e-4, atol=1e-6)
+
+
+def test_a_saved_score_function_autoencoder_comes_back_as_one():
+    model = load("autoencoder_score_function_mode")
+    assert type(model).__name__ == "ScoreFunctionAutoencoder"
+    assert model.get_layer("bottleneck").estimator == "score_function"
