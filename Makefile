@@ -10,7 +10,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8888
 
-.PHONY: lab test test-oldest bench assignments clean-venv help
+.PHONY: lab test test-oldest lint format bench assignments clean-venv help
 
 help:
 	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
@@ -18,6 +18,8 @@ help:
 	@echo "             then make test-oldest"
 	@echo "make test-oldest  the unit tests and every notebook again at the oldest supported versions"
 	@echo "             (constraints-oldest.txt, Python 3.10), and the Colab install, in .venv-oldest"
+	@echo "make lint    ruff: lint, import order, complexity and formatting (settings in pyproject.toml); CI runs it"
+	@echo "make format  let ruff fix what it can and format the code and notebooks"
 	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
 	@echo "make assignments  write the student versions (nbgrader) into course/release/"
 
@@ -52,6 +54,16 @@ test: $(VENV)/.installed-dev
 # with a message, never silently, where the package index cannot be reached to build it.
 test-oldest:
 	bash scripts/test_oldest_end.sh
+
+# The same checks CI runs before the tests: lint rules, import order, a complexity limit,
+# and formatting, over the package, tests, scripts, benchmarks and notebooks.
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed-dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run.py

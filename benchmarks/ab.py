@@ -53,7 +53,11 @@ def summarize(ratio_lists, cpu_seconds):
     def stats(values):
         return statistics.median(values), min(values), max(values)
 
-    return {"cpu": stats(ratio_lists["cpu"]), "wall": stats(ratio_lists["wall"]), "cpu_seconds": statistics.median(cpu_seconds)}
+    return {
+        "cpu": stats(ratio_lists["cpu"]),
+        "wall": stats(ratio_lists["wall"]),
+        "cpu_seconds": statistics.median(cpu_seconds),
+    }
 
 
 def ratio_cell(summary):

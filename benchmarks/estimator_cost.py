@@ -1,9 +1,9 @@
 """Cost per training step of each discrete-latent estimator against straight-through (notebook 06)."""
 
 import keras
+from ab import interleaved, ratio_cell
 
 import workbook
-from ab import interleaved, ratio_cell
 
 
 def main(n_train=2000, batch_size=64, pairs=5):
@@ -30,17 +30,23 @@ def main(n_train=2000, batch_size=64, pairs=5):
     baseline = epoch(models.pop(baseline_label))
     results = interleaved(baseline, {label: epoch(model) for label, model in models.items()}, pairs=pairs)
     base_ms = 1000 * results["baseline"]["cpu_seconds"] / steps
-    rows = ["| bottleneck | CPU time per step against categorical straight-through, median (min–max) "
-            "| wall time ratio | CPU ms / step |", "|---|---|---|---|",
-            f"| {baseline_label} | 1 (the baseline) | 1 | {base_ms:.0f} |"]
+    rows = [
+        "| bottleneck | CPU time per step against categorical straight-through, median (min–max) "
+        "| wall time ratio | CPU ms / step |",
+        "|---|---|---|---|",
+        f"| {baseline_label} | 1 (the baseline) | 1 | {base_ms:.0f} |",
+    ]
     for label in models:
         r = results[label]
-        rows.append(f"| {label} | {ratio_cell(r['cpu'])} | {ratio_cell(r['wall'])} | {1000 * r['cpu_seconds'] / steps:.0f} |")
+        rows.append(
+            f"| {label} | {ratio_cell(r['cpu'])} | {ratio_cell(r['wall'])} | {1000 * r['cpu_seconds'] / steps:.0f} |"
+        )
     return (
         f"## Estimator cost\n\nOne epoch of `fit` ({steps} steps of {batch_size} bundled images) per bottleneck, "
         f"{pairs} interleaved rounds after a warm-up; the baseline is `DiscreteBottleneck('categorical', "
         f"'straight_through')`. CPU time per training step, as ratios measured side by side.\n\n"
-        + "\n".join(rows) + "\n"
+        + "\n".join(rows)
+        + "\n"
     )
 
 

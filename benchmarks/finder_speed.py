@@ -12,10 +12,10 @@ import time
 
 import keras
 import numpy as np
+from ab import interleaved, measure, ratio_cell
 from keras import ops
 
 import workbook
-from ab import interleaved, measure, ratio_cell
 
 
 def quantize(z):
@@ -61,7 +61,12 @@ def main():
         rows.append(f"| {name} | {first:.2f} s | {median:.2f} s | {verdict} |")
     return (
         "## Finder speed\n\n`find_gradient_breaks` after TensorFlow is imported; target under 1 s (the autoencoder "
-        "timings include building the model).\n\n" + "\n".join(rows) + "\n\n" + corpus_section() + "\n" + resnet_section()
+        "timings include building the model).\n\n"
+        + "\n".join(rows)
+        + "\n\n"
+        + corpus_section()
+        + "\n"
+        + resnet_section()
     )
 
 
@@ -101,7 +106,9 @@ def resnet_section(batch_size=2, pairs=3):
         trained.make_train_function(force=True)  # what the first fit() does: trace the step ...
         trained.train_on_batch(x, y)  # ... and run it once
 
-    results = interleaved(trace_and_step, {"finder": lambda: workbook.find_gradient_breaks(diagnosed, (x, y))}, pairs=pairs)
+    results = interleaved(
+        trace_and_step, {"finder": lambda: workbook.find_gradient_breaks(diagnosed, (x, y))}, pairs=pairs
+    )
     r = results["finder"]
     return (
         f"On `keras.applications.ResNet50(weights=None)` ({len(diagnosed.trainable_variables)} trainable variables, "

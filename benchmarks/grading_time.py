@@ -19,7 +19,8 @@ import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from notebook_runner import clean_environment, run_nbgrader as nbgrader  # noqa: E402
+from notebook_runner import clean_environment  # noqa: E402
+from notebook_runner import run_nbgrader as nbgrader
 
 ASSIGNMENT = "05_assignment_quantized_autoencoder"
 CLASS_SIZE = 200
@@ -46,8 +47,10 @@ def main():
         (course / "source" / ASSIGNMENT).mkdir(parents=True)
         shutil.copy(ROOT / "notebooks" / f"{ASSIGNMENT}.ipynb", course / "source" / ASSIGNMENT)
         nbgrader(course, env, "generate_assignment", ASSIGNMENT, "--force")
-        for student, path in [("reference", course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
-                              ("untouched", course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")]:
+        for student, path in [
+            ("reference", course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
+            ("untouched", course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
+        ]:
             folder = course / "submitted" / student / ASSIGNMENT
             folder.mkdir(parents=True)
             nbformat.write(nbformat.read(path, as_version=4), folder / f"{ASSIGNMENT}.ipynb")
@@ -66,8 +69,12 @@ def main():
         "|---|---|---|",
     ]
     lines += [f"| {student} | {wall:.0f} s | {cpu:.0f} s |" for student, wall, cpu in rows]
-    lines += ["", f"A class of {CLASS_SIZE} complete submissions: about {CLASS_SIZE * reference_wall / 3600:.1f} h "
-                  f"on one grader ({CLASS_SIZE} x {reference_wall:.0f} s).", ""]
+    lines += [
+        "",
+        f"A class of {CLASS_SIZE} complete submissions: about {CLASS_SIZE * reference_wall / 3600:.1f} h "
+        f"on one grader ({CLASS_SIZE} x {reference_wall:.0f} s).",
+        "",
+    ]
     return "\n".join(lines)
 
 

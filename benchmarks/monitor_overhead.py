@@ -13,9 +13,9 @@ import warnings
 import keras
 import numpy as np
 import tensorflow as tf
+from ab import interleaved, ratio_cell
 
 import workbook
-from ab import interleaved, ratio_cell
 
 
 class TapeNormCallback(keras.callbacks.Callback):
@@ -64,8 +64,10 @@ def main(n_train=4000, batch_size=64, pairs=5):
         callback = callback_factory()  # one per model, reused: steps continue, the traced step is kept
 
         def epoch():
-            model.fit(x_train, x_train, epochs=1, batch_size=batch_size, verbose=0,
-                      callbacks=[callback] if callback else None)
+            model.fit(
+                x_train, x_train, epochs=1, batch_size=batch_size, verbose=0, callbacks=[callback] if callback else None
+            )
+
         return epoch
 
     keras.utils.set_random_seed(0)
@@ -78,15 +80,19 @@ def main(n_train=4000, batch_size=64, pairs=5):
         "extra GradientTape per batch": variant(lambda: TapeNormCallback(x_batch)),
         "train_step past the optimizer, no callback": variant(lambda: None, bypassing_autoencoder),
         "the same, GradientNormMonitor(every=1): fallback": variant(
-            lambda: workbook.GradientNormMonitor(every=1, live=False), bypassing_autoencoder),
+            lambda: workbook.GradientNormMonitor(every=1, live=False), bypassing_autoencoder
+        ),
         "the same, GradientNormMonitor(every=10): fallback": variant(
-            lambda: workbook.GradientNormMonitor(every=10, live=False), bypassing_autoencoder),
+            lambda: workbook.GradientNormMonitor(every=10, live=False), bypassing_autoencoder
+        ),
     }
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="GradientNormMonitor: this model's train_step")
         results = interleaved(baseline, variants, pairs=pairs)
-    rows = ["| callback | CPU time ratio, median (min–max) | wall time ratio, median (min–max) | CPU s / epoch |",
-            "|---|---|---|---|"]
+    rows = [
+        "| callback | CPU time ratio, median (min–max) | wall time ratio, median (min–max) | CPU s / epoch |",
+        "|---|---|---|---|",
+    ]
     for name in variants:
         r = results[name]
         rows.append(f"| {name} | {ratio_cell(r['cpu'])} | {ratio_cell(r['wall'])} | {r['cpu_seconds']:.1f} |")
@@ -96,7 +102,9 @@ def main(n_train=4000, batch_size=64, pairs=5):
         f"{steps} steps) with each callback against the same `fit` without one, {pairs} interleaved rounds "
         f"after a warm-up; without a callback: {results['baseline']['cpu_seconds']:.1f} CPU s per epoch. "
         "Target at most 1.05x (1.10x acceptable) on the supported path (a train_step that goes through "
-        "the optimizer, as the built-in one and Keras's guides do); the fallback rows state its cost.\n\n" + "\n".join(rows) + "\n"
+        "the optimizer, as the built-in one and Keras's guides do); the fallback rows state its cost.\n\n"
+        + "\n".join(rows)
+        + "\n"
     )
 
 

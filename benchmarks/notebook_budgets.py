@@ -47,7 +47,9 @@ class PeakMemory:
 def run_notebook(path):
     """(wall seconds, peak kernel memory in bytes, error or None) for one notebook at full size."""
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = NotebookClient(
+        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
     started = time.perf_counter()
     error = None
     with client.setup_kernel():
@@ -71,7 +73,11 @@ def main():
         verdict = "yes" if within else ("error: " + error if error else "no")
         rows.append(f"| {path.name} | {seconds:.0f} s | {peak / 2**20:.0f} MiB | {verdict} |")
     rows.append(f"| **all notebooks** | **{total:.0f} s** | | {'yes' if total <= 600 else 'no'} (10 min) |")
-    return "## Notebook budgets\n\nEach notebook run top to bottom with its classroom defaults (not the test suite's turned-down ones), in a fresh kernel; memory is the kernel's resident set, sampled every 0.2 s, children included.\n\n" + "\n".join(rows) + "\n"
+    return (
+        "## Notebook budgets\n\nEach notebook run top to bottom with its classroom defaults (not the test suite's turned-down ones), in a fresh kernel; memory is the kernel's resident set, sampled every 0.2 s, children included.\n\n"
+        + "\n".join(rows)
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,15 @@ import sys
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-SECTIONS = ["import_cost", "finder_speed", "monitor_overhead", "surrogate_overhead", "estimator_cost", "notebook_budgets",
-            "grading_time"]
+SECTIONS = [
+    "import_cost",
+    "finder_speed",
+    "monitor_overhead",
+    "surrogate_overhead",
+    "estimator_cost",
+    "notebook_budgets",
+    "grading_time",
+]
 
 
 def machine():

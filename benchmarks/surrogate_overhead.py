@@ -1,10 +1,10 @@
 """Cost of a surrogate bottleneck against the identity and the stop_gradient trick (target 1.05x)."""
 
 import keras
+from ab import interleaved, ratio_cell
 from keras import ops
 
 import workbook
-from ab import interleaved, ratio_cell
 
 
 def stop_gradient_round(z):
@@ -29,16 +29,24 @@ def main(n_train=4000, batch_size=64, pairs=5):
     trick = models["x + stop_gradient(round(x) - x)"]
     results = interleaved(baseline, {name: epoch(model) for name, model in models.items()}, pairs=pairs)
     against_trick = interleaved(epoch(trick), {"round_ste": epoch(models["round_ste"])}, pairs=pairs)
-    rows = ["| bottleneck | against | CPU time ratio, median (min–max) | wall time ratio | CPU s / epoch |", "|---|---|---|---|---|"]
+    rows = [
+        "| bottleneck | against | CPU time ratio, median (min–max) | wall time ratio | CPU s / epoch |",
+        "|---|---|---|---|---|",
+    ]
     for name in models:
         r = results[name]
-        rows.append(f"| {name} | identity | {ratio_cell(r['cpu'])} | {ratio_cell(r['wall'])} | {r['cpu_seconds']:.1f} |")
+        rows.append(
+            f"| {name} | identity | {ratio_cell(r['cpu'])} | {ratio_cell(r['wall'])} | {r['cpu_seconds']:.1f} |"
+        )
     r = against_trick["round_ste"]
-    rows.append(f"| round_ste | stop_gradient trick | {ratio_cell(r['cpu'])} | {ratio_cell(r['wall'])} | {r['cpu_seconds']:.1f} |")
+    rows.append(
+        f"| round_ste | stop_gradient trick | {ratio_cell(r['cpu'])} | {ratio_cell(r['wall'])} | {r['cpu_seconds']:.1f} |"
+    )
     return (
         f"## Surrogate overhead\n\nOne epoch of `fit` on {n_train} bundled images, batch {batch_size}, {pairs} interleaved rounds "
         f"after a warm-up; identity bottleneck: {results['baseline']['cpu_seconds']:.1f} CPU s per epoch. Target at most 1.05x.\n\n"
-        + "\n".join(rows) + "\n"
+        + "\n".join(rows)
+        + "\n"
     )
 
 

@@ -28,14 +28,20 @@ HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 def nbgrader_cells(notebook):
     """The cells carrying nbgrader metadata, as (index, cell, metadata) triples."""
-    return [(i, cell, cell.metadata["nbgrader"]) for i, cell in enumerate(notebook.cells)
-            if "nbgrader" in cell.get("metadata", {})]
+    return [
+        (i, cell, cell.metadata["nbgrader"])
+        for i, cell in enumerate(notebook.cells)
+        if "nbgrader" in cell.get("metadata", {})
+    ]
 
 
 def assignment_notebooks(notebooks=NOTEBOOKS):
     """Every numbered notebook with at least one nbgrader cell, in order."""
-    return [path for path in sorted(pathlib.Path(notebooks).glob("[0-9][0-9]_*.ipynb"))
-            if nbgrader_cells(nbformat.read(path, as_version=4))]
+    return [
+        path
+        for path in sorted(pathlib.Path(notebooks).glob("[0-9][0-9]_*.ipynb"))
+        if nbgrader_cells(nbformat.read(path, as_version=4))
+    ]
 
 
 def metadata_problems(path):
@@ -66,7 +72,8 @@ def metadata_problems(path):
             problems.append(f"{where}: hidden-test markers in a cell that is not graded")
     for index, cell in enumerate(notebook.cells):
         if "nbgrader" not in cell.get("metadata", {}) and any(
-                m in cell.source for m in SOLUTION_MARKERS + HIDDEN_MARKERS):
+            m in cell.source for m in SOLUTION_MARKERS + HIDDEN_MARKERS
+        ):
             problems.append(f"{path.name} cell {index}: nbgrader markers in a cell without nbgrader metadata")
     return problems
 
@@ -85,7 +92,8 @@ def link_sources(course, notebooks):
         if target.exists() or target.is_symlink():
             raise SystemExit(
                 f"{target} exists and is not a link to {path}; move it away (it is left untouched) "
-                f"and run again. The instructor's source is {path} itself.")
+                f"and run again. The instructor's source is {path} itself."
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         target.symlink_to(wanted)
 

@@ -21,8 +21,7 @@ def catalog_model(keras):
     inputs = keras.Input(shape=(7,), name="x")
     outputs = []
     for key, entry in sorted(workbook.SURROGATES.items()):
-        params = {name: value * 1.5 + 0.25 for name, value in entry.params.items()
-                  if isinstance(value, float)}
+        params = {name: value * 1.5 + 0.25 for name, value in entry.params.items() if isinstance(value, float)}
         outputs.append(Surrogate(key, name=key, **params)(inputs))
     return keras.Model(inputs, keras.layers.Concatenate(name="all")(outputs), name="catalog")
 

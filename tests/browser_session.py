@@ -53,17 +53,21 @@ To run everything else without the browser test, on purpose:
   {SKIP_VARIABLE}=1 make test"""
 
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 
 # User settings for the throwaway JupyterLab: no news or update pop-ups over the notebook,
 # and every cell kept in the page (JupyterLab 4 otherwise leaves far-off cells unrendered).
 LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-        {"fetchNews": "false", "checkForUpdates": False},
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings":
-        {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
 
@@ -82,8 +86,9 @@ def find_browser(download=True, download_timeout=300):
     if chosen:
         if shutil.which(chosen):
             return shutil.which(chosen)
-        raise BrowserUnavailable(f"{BROWSER_VARIABLE}={chosen!r} is not an executable browser.\n"
-                                 + HOW_TO_GET_A_BROWSER)
+        raise BrowserUnavailable(
+            f"{BROWSER_VARIABLE}={chosen!r} is not an executable browser.\n" + HOW_TO_GET_A_BROWSER
+        )
     for name in BROWSER_NAMES:
         found = shutil.which(name)
         if found:
@@ -92,11 +97,15 @@ def find_browser(download=True, download_timeout=300):
     if bundled:
         return bundled
     if download:
-        print("No Chromium or Chrome on this machine; trying `python -m playwright install chromium`...",
-              file=sys.stderr, flush=True)
+        print(
+            "No Chromium or Chrome on this machine; trying `python -m playwright install chromium`...",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
-            subprocess.run([sys.executable, "-m", "playwright", "install", "chromium"],
-                           timeout=download_timeout, check=False)
+            subprocess.run(
+                [sys.executable, "-m", "playwright", "install", "chromium"], timeout=download_timeout, check=False
+            )
         except subprocess.TimeoutExpired:
             print(f"(gave up after {download_timeout} s)", file=sys.stderr)
         bundled = playwright_chromium()
@@ -212,19 +221,21 @@ class JupyterLab:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(values))
         env = dict(os.environ)
-        env.update({
-            "JUPYTERLAB_SETTINGS_DIR": str(dirs["settings"]),
-            "JUPYTERLAB_WORKSPACES_DIR": str(dirs["workspaces"]),
-            "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
-            "JUPYTER_CONFIG_DIR": str(dirs["config"]),
-            # The user's data directory may hold kernels or extensions of their own;
-            # this environment's (lab extensions, the python3 kernel) are still found.
-            "JUPYTER_DATA_DIR": str(dirs["data"]),
-            "JUPYTER_PREFER_ENV_PATH": "1",
-            "IPYTHONDIR": str(dirs["ipython"]),
-            "TF_CPP_MIN_LOG_LEVEL": "2",
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                "JUPYTERLAB_SETTINGS_DIR": str(dirs["settings"]),
+                "JUPYTERLAB_WORKSPACES_DIR": str(dirs["workspaces"]),
+                "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
+                "JUPYTER_CONFIG_DIR": str(dirs["config"]),
+                # The user's data directory may hold kernels or extensions of their own;
+                # this environment's (lab extensions, the python3 kernel) are still found.
+                "JUPYTER_DATA_DIR": str(dirs["data"]),
+                "JUPYTER_PREFER_ENV_PATH": "1",
+                "IPYTHONDIR": str(dirs["ipython"]),
+                "TF_CPP_MIN_LOG_LEVEL": "2",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         env.pop("JUPYTER_PATH", None)
         env.pop("JUPYTER_TOKEN", None)
         self.log_path = scratch / "jupyterlab.log"
@@ -234,25 +245,39 @@ class JupyterLab:
             # `-m jupyterlab`, not `-m jupyter lab`: the latter runs whichever `jupyter-lab`
             # script it finds, which may belong to another environment.
             command = [
-                sys.executable, "-m", "jupyterlab", "--no-browser",
-                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={self.root}",
                 "--LabApp.news_url=",
                 "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
             ]
             if hasattr(os, "geteuid") and os.geteuid() == 0:
                 command.append("--ServerApp.allow_root=True")  # CI containers run as root
-            self.process = subprocess.Popen(command, env=env, cwd=self.root, stdout=self._log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True, preexec_fn=_die_with_parent)
+            self.process = subprocess.Popen(
+                command,
+                env=env,
+                cwd=self.root,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
             self.family = [psutil.Process(self.process.pid)]
             if self._wait_until_up():
                 return
             self.stop_server()
             if "already in use" not in self.log_tail():
                 break
-        raise RuntimeError(f"JupyterLab did not start within {self.startup_timeout} s; its log ends:\n"
-                           + self.log_tail())
+        raise RuntimeError(
+            f"JupyterLab did not start within {self.startup_timeout} s; its log ends:\n" + self.log_tail()
+        )
 
     def _wait_until_up(self):
         deadline = time.monotonic() + self.startup_timeout
@@ -413,8 +438,10 @@ class NotebookTab:
             else:
                 idle_since = None
             self.page.wait_for_timeout(200)
-        raise TimeoutError(f"{self.relative_path}: kernel not idle after {timeout} s "
-                           f"(status {self.kernel_status()!r}); cells: {self.progress()}")
+        raise TimeoutError(
+            f"{self.relative_path}: kernel not idle after {timeout} s "
+            f"(status {self.kernel_status()!r}); cells: {self.progress()}"
+        )
 
     def run_all(self, attempts=3):
         """Run > Run All Cells, through the menu bar as a student would.
@@ -429,13 +456,14 @@ class NotebookTab:
             self.page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
-                if any(s["code"] and "[" in s["prompt"] and s["prompt"].strip() != "[ ]:"
-                       for s in self.cell_states()):
+                if any(s["code"] and "[" in s["prompt"] and s["prompt"].strip() != "[ ]:" for s in self.cell_states()):
                     return
                 self.page.wait_for_timeout(250)
             self.screenshot(f"run-all-not-started-{attempt}")
-        raise TimeoutError(f"{self.relative_path}: Run All Cells did not start any cell "
-                           f"(screenshots run-all-not-started-*.png in {self.screenshots})")
+        raise TimeoutError(
+            f"{self.relative_path}: Run All Cells did not start any cell "
+            f"(screenshots run-all-not-started-*.png in {self.screenshots})"
+        )
 
     def cell_states(self):
         return self.panel.evaluate(_CELL_STATES)
@@ -459,8 +487,7 @@ class NotebookTab:
                 raise AssertionError(f"{self.relative_path}: error output:\n" + "\n".join(errors))
             if on_tick is not None:
                 on_tick()
-            if states and all(_has_run(s) for s in states) \
-                    and self.kernel_status() == "idle":
+            if states and all(_has_run(s) for s in states) and self.kernel_status() == "idle":
                 self.wait_until_idle(timeout=max(5, deadline - time.monotonic()))
                 return time.monotonic() - started
             self.page.wait_for_timeout(500)
@@ -475,8 +502,9 @@ class NotebookTab:
         """Save the notebook (Ctrl+S) and wait until JupyterLab says it is saved."""
         self.notebook.click(position={"x": 5, "y": 5})
         self.page.keyboard.press("Control+s")
-        self.page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current.jp-mod-dirty") \
-            .wait_for(state="detached", timeout=30_000)
+        self.page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current.jp-mod-dirty").wait_for(
+            state="detached", timeout=30_000
+        )
 
     def screenshot(self, name, locator=None, around=()):
         """Save a PNG under build/screenshots and return its path.
@@ -496,9 +524,15 @@ class NotebookTab:
             right = max(b["x"] + b["width"] for b in boxes)
             bottom = max(b["y"] + b["height"] for b in boxes)
             margin = 6
-            self.page.screenshot(path=path, clip={"x": max(left - margin, 0), "y": max(top - margin, 0),
-                                                  "width": right - left + 2 * margin,
-                                                  "height": bottom - top + 2 * margin})
+            self.page.screenshot(
+                path=path,
+                clip={
+                    "x": max(left - margin, 0),
+                    "y": max(top - margin, 0),
+                    "width": right - left + 2 * margin,
+                    "height": bottom - top + 2 * margin,
+                },
+            )
         else:
             self.page.screenshot(path=path)
         return path

@@ -1,6 +1,6 @@
 import os
-import sys
 import pathlib
+import sys
 
 # The notebook runner sits beside the tests; quiet TensorFlow before any test imports it.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))

@@ -81,13 +81,18 @@ class MinimalRNNCell(keras.layers.Layer):
 
 # ---------------------------------------------------------------- culprits --
 
+
 # keras-team/keras#11157: Lambda(K.argmax) after an LSTM, "An operation has `None` for gradient".
 @case("https://github.com/keras-team/keras/issues/11157")
 def argmax_lambda_after_lstm():
     def argmax_as_float(t):
         return ops.cast(ops.argmax(t, axis=-1), "float32")  # culprit: ArgMax integer_output
 
-    middle = [keras.layers.Dense(3, activation="softmax"), keras.layers.Reshape((3, 1)), keras.layers.Lambda(argmax_as_float)]
+    middle = [
+        keras.layers.Dense(3, activation="softmax"),
+        keras.layers.Reshape((3, 1)),
+        keras.layers.Lambda(argmax_as_float),
+    ]
     return sequence_model(*middle, recurrent=keras.layers.LSTM(4)), (SEQUENCES, TARGETS)
 
 
@@ -274,7 +279,9 @@ def stop_gradient_in_a_model():
     def frozen(t):
         return tf.stop_gradient(t)  # culprit: StopGradient stop_gradient
 
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Lambda(frozen), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(2), keras.layers.Lambda(frozen), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse")
     return model, (X, TARGETS)
 
@@ -510,10 +517,14 @@ def one_hot_of_prediction_after_lstm():
     def hard_class(t):
         return ops.one_hot(ops.argmax(t, axis=-1), 3)  # culprit: ArgMax integer_output
 
-    model = keras.Sequential([
-        keras.Input((5, 3)), keras.layers.Bidirectional(keras.layers.LSTM(2)), keras.layers.Dense(3),
-        keras.layers.Lambda(hard_class),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((5, 3)),
+            keras.layers.Bidirectional(keras.layers.LSTM(2)),
+            keras.layers.Dense(3),
+            keras.layers.Lambda(hard_class),
+        ]
+    )
     model.compile(optimizer="adam", loss="categorical_crossentropy")
     return model, (SEQUENCES, keras.utils.to_categorical(LABELS, 3))
 
@@ -578,6 +589,7 @@ def unique_inside_tf_function():
 
 
 # ------------------------------------------------------- clean look-alikes --
+
 
 # tensorflow/tensorflow#43258: an LSTM model; the stock layer runs a while loop over the steps.
 @case("https://github.com/tensorflow/tensorflow/issues/43258", clean=True)
@@ -729,7 +741,9 @@ def gather_nd_with_given_indices():
 # keras-team/keras#11157's Embedding, fed integer token ids from the data.
 @case("https://github.com/keras-team/keras/issues/11157", clean=True)
 def embedding_of_token_ids():
-    model = keras.Sequential([keras.Input((3,), dtype="int32"), keras.layers.Embedding(10, 2), keras.layers.Flatten(), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((3,), dtype="int32"), keras.layers.Embedding(10, 2), keras.layers.Flatten(), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse")
     return model, (np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9], [0, 1, 2]], dtype="int32"), TARGETS)
 
@@ -738,7 +752,9 @@ def embedding_of_token_ids():
 @case("https://keras.io/api/metrics/accuracy_metrics/", clean=True)
 def argmax_only_in_a_metric():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    model.compile(
+        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
+    )
     return model, (X, LABELS)
 
 
@@ -763,14 +779,18 @@ def top_k_values():
 # tensorflow/tensorflow#26404: None gradients for BatchNormalization's moving statistics, which are not trainable.
 @case("https://github.com/tensorflow/tensorflow/issues/26404", clean=True)
 def batch_normalization_model():
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4), keras.layers.BatchNormalization(), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse")
     return model, (X, TARGETS)
 
 
 @case("https://keras.io/api/layers/regularization_layers/dropout/", clean=True)
 def dropout_model():
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dropout(0.5), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dropout(0.5), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse")
     return model, (X, TARGETS)
 
@@ -865,7 +885,9 @@ def tiled_quantile_embedding():
 @case("https://keras.io/api/losses/probabilistic_losses/", clean=True)
 def one_hot_of_the_labels():
     def loss(y_true, y_pred):
-        return keras.losses.categorical_crossentropy(ops.one_hot(ops.cast(y_true, "int32"), 3), y_pred, from_logits=True)
+        return keras.losses.categorical_crossentropy(
+            ops.one_hot(ops.cast(y_true, "int32"), 3), y_pred, from_logits=True
+        )
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
     model.compile(optimizer="adam", loss=loss)

@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-
 # --- the eight ops of the question's Lambda, each next to the op that really cuts ---
+
 
 def batch_dot_then_argmax(x):
     scores = tf.einsum("bi,bj->bij", x, x)  # a batch dot: differentiable
@@ -55,6 +55,7 @@ def tile_of_sign(x):
 
 
 # --- the usual suspects ---
+
 
 def argmax_keras(x):
     return ops.cast(ops.argmax(x, axis=-1), "float32")  # culprit: ArgMax integer_output
@@ -166,16 +167,40 @@ def broken_custom_gradient(x):
 
 
 CULPRITS = [
-    batch_dot_then_argmax, cast_to_int, clip_then_cast, concatenate_rounded, one_hot_of_codes,
-    reshape_int, sum_of_positive_count, tile_of_sign, argmax_keras, one_hot_argmax_keras,
-    round_keras, floor_tf, sign_keras, compare_then_cast, step_with_where, stopped, numpy_escape,
-    no_registered_gradient, floor_division, bucketing, top_k_indices, string_round_trip,
-    disconnected_output, ceil_tf, rint_tf, equal_then_cast, two_culprits_floor_first,
-    numpy_on_tensor, python_if_on_tensor,
+    batch_dot_then_argmax,
+    cast_to_int,
+    clip_then_cast,
+    concatenate_rounded,
+    one_hot_of_codes,
+    reshape_int,
+    sum_of_positive_count,
+    tile_of_sign,
+    argmax_keras,
+    one_hot_argmax_keras,
+    round_keras,
+    floor_tf,
+    sign_keras,
+    compare_then_cast,
+    step_with_where,
+    stopped,
+    numpy_escape,
+    no_registered_gradient,
+    floor_division,
+    bucketing,
+    top_k_indices,
+    string_round_trip,
+    disconnected_output,
+    ceil_tf,
+    rint_tf,
+    equal_then_cast,
+    two_culprits_floor_first,
+    numpy_on_tensor,
+    python_if_on_tensor,
 ]
 
 
 # --- functions whose gradient flows: each must report ok ---
+
 
 def matmul(x):
     return x @ tf.transpose(x)
@@ -219,12 +244,20 @@ def gather_by_argmax(x):
 
 
 CLEAN = [
-    matmul, softmax, clip_inside_range, where_with_float_branches, boolean_mask, py_function,
-    straight_through_trick, custom_gradient_round, gather_by_argmax,
+    matmul,
+    softmax,
+    clip_inside_range,
+    where_with_float_branches,
+    boolean_mask,
+    py_function,
+    straight_through_trick,
+    custom_gradient_round,
+    gather_by_argmax,
 ]
 
 
 # --- half-fixed functions: the fix that is already in place is not the culprit ---
+
 
 def floor_fixed_argmax_not(x):
     import workbook

@@ -48,10 +48,7 @@ REDUCED_PARAMETERS = {
 
 def parameters_cell_index(notebook):
     """Index of the one cell tagged `parameters` (ValueError if there is not exactly one)."""
-    tagged = [
-        i for i, cell in enumerate(notebook.cells)
-        if "parameters" in cell.get("metadata", {}).get("tags", [])
-    ]
+    tagged = [i for i, cell in enumerate(notebook.cells) if "parameters" in cell.get("metadata", {}).get("tags", [])]
     if len(tagged) != 1:
         raise ValueError(f"expected exactly one cell tagged 'parameters', found {len(tagged)}")
     return tagged[0]
@@ -86,8 +83,16 @@ def reduced_notebook(path):
 # test suite or a developer's shell may set (the notebooks must be quiet without them).
 _NOT_A_STUDENTS = ("PYTEST_", "TF_")
 # Per-user folders, so that they all follow HOME.
-_PER_USER = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_PATH",
-             "JUPYTER_CONFIG_PATH", "IPYTHONDIR", "MPLCONFIGDIR", "KERAS_HOME")
+_PER_USER = (
+    "JUPYTER_CONFIG_DIR",
+    "JUPYTER_DATA_DIR",
+    "JUPYTER_RUNTIME_DIR",
+    "JUPYTER_PATH",
+    "JUPYTER_CONFIG_PATH",
+    "IPYTHONDIR",
+    "MPLCONFIGDIR",
+    "KERAS_HOME",
+)
 
 
 def clean_environment(home, base=None):
@@ -96,8 +101,11 @@ def clean_environment(home, base=None):
     No ``PYTEST_*`` or ``TF_*`` variables; ``home`` as HOME, with every per-user folder of
     Jupyter, IPython, Matplotlib and Keras below it; this Python's scripts first on PATH.
     """
-    env = {name: value for name, value in (os.environ if base is None else base).items()
-           if not name.startswith(_NOT_A_STUDENTS) and name not in _PER_USER}
+    env = {
+        name: value
+        for name, value in (os.environ if base is None else base).items()
+        if not name.startswith(_NOT_A_STUDENTS) and name not in _PER_USER
+    }
     env["HOME"] = str(home)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     return env
@@ -108,8 +116,9 @@ def run_nbgrader(folder, env, *args, check=True, timeout=1800):
 
     With ``check``, a non-zero exit raises RuntimeError with nbgrader's output.
     """
-    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=folder, env=env, capture_output=True,
-                            text=True, timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if check and result.returncode != 0:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
@@ -127,11 +136,18 @@ def execute(path, timeout_per_cell=600, home=None):
             home = pathlib.Path(folder, "home")
             home.mkdir()
         nbformat.write(reduced_notebook(path), reduced)
-        command = [sys.executable, __file__, str(reduced), str(executed), "--timeout", str(timeout_per_cell),
-                   "--cwd", str(pathlib.Path(path).resolve().parent)]
+        command = [
+            sys.executable,
+            __file__,
+            str(reduced),
+            str(executed),
+            "--timeout",
+            str(timeout_per_cell),
+            "--cwd",
+            str(pathlib.Path(path).resolve().parent),
+        ]
         started = time.perf_counter()
-        result = subprocess.run(command, env=clean_environment(home), capture_output=True,
-                                text=True)
+        result = subprocess.run(command, env=clean_environment(home), capture_output=True, text=True)
         seconds = time.perf_counter() - started
         if result.returncode != 0 or not executed.exists():
             raise RuntimeError(f"running {pathlib.Path(path).name} failed:\n{result.stdout}\n{result.stderr}")
@@ -167,8 +183,13 @@ def main(argv=None):
     parser.add_argument("--cwd", default=str(NOTEBOOKS), help="the kernel's working folder")
     args = parser.parse_args(argv)
     notebook = nbformat.read(args.notebook, as_version=4)
-    client = NotebookClient(notebook, timeout=args.timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": args.cwd}})
+    client = NotebookClient(
+        notebook,
+        timeout=args.timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": args.cwd}},
+    )
     client.execute()
     nbformat.write(notebook, args.out)
 

@@ -12,7 +12,6 @@ import shutil
 import nbformat
 import numpy as np
 import pytest
-
 from notebook_runner import NOTEBOOKS, clean_environment, run_nbgrader
 
 ROOT = NOTEBOOKS.parent
@@ -42,6 +41,7 @@ def marked_blocks(source, begin, end):
 
 # --- the sources ----------------------------------------------------------------------
 
+
 def test_the_exercise_notebooks_include_the_assignment():
     names = [path.stem for path in SOURCES]
     assert ASSIGNMENT in names and "01_forward_and_backward" in names, names
@@ -55,12 +55,18 @@ def test_source_follows_nbgrader_conventions(path):
 
 def test_metadata_check_catches_broken_cells(tmp_path):
     cells = [
-        nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION",
-                                  metadata={"nbgrader": {"grade_id": "same", "solution": True, "grade": False,
-                                                         "locked": False, "schema_version": 3}}),
-        nbformat.v4.new_code_cell("assert x == 1",
-                                  metadata={"nbgrader": {"grade_id": "same", "solution": False, "grade": True,
-                                                         "locked": True, "schema_version": 3}}),
+        nbformat.v4.new_code_cell(
+            "### BEGIN SOLUTION\nx = 1\n### END SOLUTION",
+            metadata={
+                "nbgrader": {"grade_id": "same", "solution": True, "grade": False, "locked": False, "schema_version": 3}
+            },
+        ),
+        nbformat.v4.new_code_cell(
+            "assert x == 1",
+            metadata={
+                "nbgrader": {"grade_id": "same", "solution": False, "grade": True, "locked": True, "schema_version": 3}
+            },
+        ),
         nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\nassert x\n### END HIDDEN TESTS"),
     ]
     path = tmp_path / "99_broken.ipynb"
@@ -73,8 +79,11 @@ def test_metadata_check_catches_broken_cells(tmp_path):
 
 def test_assignment_points_per_part():
     notebook = nbformat.read(NOTEBOOKS / f"{ASSIGNMENT}.ipynb", as_version=4)
-    points = {nbgrader_meta(c)["grade_id"]: nbgrader_meta(c)["points"]
-              for c in notebook.cells if nbgrader_meta(c).get("grade")}
+    points = {
+        nbgrader_meta(c)["grade_id"]: nbgrader_meta(c)["points"]
+        for c in notebook.cells
+        if nbgrader_meta(c).get("grade")
+    }
     assert points == ASSIGNMENT_POINTS
     table = notebook.cells[0].source
     assert sum(points.values()) == 10 and "10 points" in table
@@ -82,9 +91,11 @@ def test_assignment_points_per_part():
 
 # --- the committed student versions -----------------------------------------------------
 
+
 def test_every_exercise_notebook_is_released():
-    assert [p.parent.name for p in RELEASED] == [p.stem for p in SOURCES], \
+    assert [p.parent.name for p in RELEASED] == [p.stem for p in SOURCES], (
         "course/release/ is out of date: run `make assignments`"
+    )
 
 
 @pytest.mark.parametrize("path", RELEASED, ids=lambda p: p.name)
@@ -97,13 +108,17 @@ def test_release_holds_no_solution_and_no_hidden_test(path):
     by_id = {nbgrader_meta(c).get("grade_id"): c for c in released.cells if nbgrader_meta(c)}
     for cell in source.cells:
         meta = nbgrader_meta(cell)
-        blocks = (marked_blocks(cell.source, *make_assignments.SOLUTION_MARKERS)
-                  + marked_blocks(cell.source, *make_assignments.HIDDEN_MARKERS))
+        blocks = marked_blocks(cell.source, *make_assignments.SOLUTION_MARKERS) + marked_blocks(
+            cell.source, *make_assignments.HIDDEN_MARKERS
+        )
         for block in blocks:
             assert block.strip() not in text, f"{path.name}: text of {meta.get('grade_id')} leaked"
             # every line of code in it (brackets alone and comments say nothing of the answer)
-            lines = [line.strip() for line in block.splitlines()
-                     if re.search(r"\w\w", line) and not line.strip().startswith("#")]
+            lines = [
+                line.strip()
+                for line in block.splitlines()
+                if re.search(r"\w\w", line) and not line.strip().startswith("#")
+            ]
             leaked = [line for line in lines if line in by_id[meta["grade_id"]].source]
             assert not leaked, f"{path.name}, cell {meta['grade_id']}: {leaked}"
 
@@ -134,8 +149,11 @@ def test_worked_solutions_are_folded_for_readers_and_answer_cells_open_for_stude
     folded = [nbgrader_meta(c)["grade_id"] for c in answers if c.metadata.get("jupyter", {}).get("source_hidden")]
     if path.stem in ("01_forward_and_backward", "02_surrogate_zoo"):  # their worked solutions are code
         assert folded == [nbgrader_meta(c)["grade_id"] for c in answers]
-    still_folded = [nbgrader_meta(c).get("grade_id") for c in released.cells
-                    if nbgrader_meta(c).get("solution") and c.metadata.get("jupyter")]
+    still_folded = [
+        nbgrader_meta(c).get("grade_id")
+        for c in released.cells
+        if nbgrader_meta(c).get("solution") and c.metadata.get("jupyter")
+    ]
     assert not still_folded, f"{path.name}: answer cells {still_folded} arrive folded for the student"
 
 
@@ -151,6 +169,7 @@ def test_release_is_committed_locked_and_without_outputs(path):
 
 
 # --- nbgrader for real -------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def nbgrader_env(tmp_path_factory):
@@ -178,16 +197,21 @@ def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
         fresh = nbformat.read(fresh_path, as_version=4)
         committed = nbformat.read(committed_path, as_version=4)
         assert fresh.metadata == committed.metadata
-        stale = [i for i, (a, b) in enumerate(zip(fresh.cells, committed.cells))
-                 if (a.cell_type, a.source, a.metadata) != (b.cell_type, b.source, b.metadata)]
+        stale = [
+            i
+            for i, (a, b) in enumerate(zip(fresh.cells, committed.cells))
+            if (a.cell_type, a.source, a.metadata) != (b.cell_type, b.source, b.metadata)
+        ]
         assert len(fresh.cells) == len(committed.cells) and not stale, (
             f"{committed_path.name}: cells {stale or 'count'} differ from what nbgrader makes of "
-            f"notebooks/{committed_path.name}; run `make assignments`")
+            f"notebooks/{committed_path.name}; run `make assignments`"
+        )
 
 
 # --- the self-checks students run (workbook/assignment_checks.py) ---------------------------
 # Expected values come from the formulas written out here with NumPy or tf.custom_gradient,
 # or from Keras's own loss; none is taken from the checks themselves.
+
 
 def _reference_quantizer():
     import tensorflow as tf

@@ -18,10 +18,18 @@ import re
 
 import nbformat
 import pytest
-
 from browser_session import (
-    CHROMIUM_ARGS, SKIP_VARIABLE, BrowserUnavailable, JupyterLab, NotebookTab, alive, descendants,
-    find_browser, port_in_use, skip_requested, stop_processes,
+    CHROMIUM_ARGS,
+    SKIP_VARIABLE,
+    BrowserUnavailable,
+    JupyterLab,
+    NotebookTab,
+    alive,
+    descendants,
+    find_browser,
+    port_in_use,
+    skip_requested,
+    stop_processes,
 )
 from notebook_runner import NOTEBOOKS, error_outputs, reduced_notebook
 
@@ -162,8 +170,11 @@ def test_start_here_shows_the_table_of_contents(session):
     lectures = {p.name for p in ALL_NOTEBOOKS if re.match(r"0[1-4]_", p.name)}
     assert len(lectures) == 4, f"expected notebooks 01 to 04, found {sorted(lectures)}"
     with opened(session, START) as tab:
-        table = tab.panel.locator(".jp-MarkdownCell .jp-RenderedMarkdown table").filter(
-            has=tab.page.locator("a[href*='.ipynb']")).first
+        table = (
+            tab.panel.locator(".jp-MarkdownCell .jp-RenderedMarkdown table")
+            .filter(has=tab.page.locator("a[href*='.ipynb']"))
+            .first
+        )
         table.wait_for(timeout=30_000)
         tab.screenshot("00_table_of_contents", locator=table)
         in_table = rendered_links(table)
@@ -188,7 +199,8 @@ def test_start_here_shows_the_table_of_contents(session):
 def rendered_links(locator):
     """(text, file name) of every link inside `locator`, as JupyterLab rendered them."""
     links = locator.locator("a[href]").evaluate_all(
-        "links => links.map(a => [a.textContent.trim(), a.getAttribute('href')])")
+        "links => links.map(a => [a.textContent.trim(), a.getAttribute('href')])"
+    )
     # JupyterLab turns a relative link into /files/NAME?_xsrf=...; keep the file name.
     return [(text, re.sub(r"[?#].*$", "", href).rsplit("/", 1)[-1]) for text, href in links]
 
@@ -247,7 +259,8 @@ def test_surrogate_explorer_redraws_when_a_slider_moves(session):
         assert "Could not draw" not in status, status
         share = changed_fraction(plot_before, plot_after)
         assert share > 0.001, (
-            f"moving the slider from {value_before} to {value_after} changed only {share:.3%} of the plot")
+            f"moving the slider from {value_before} to {value_after} changed only {share:.3%} of the plot"
+        )
         assert explorer.locator("img").count() == 1, "the explorer should hold one plot, replaced in place"
         print(f"explorer: slider {value_before} -> {value_after}, {share:.2%} of the plot's pixels changed")
         figures_as_shown(tab, "02")
@@ -266,7 +279,8 @@ def figures_as_shown(tab, prefix, smallest_scale=0.7):
         image.scroll_into_view_if_needed()
         wait_until_drawn(tab, image)
         shown, natural, height = image.evaluate(
-            "img => [img.getBoundingClientRect().width, img.naturalWidth, img.getBoundingClientRect().height]")
+            "img => [img.getBoundingClientRect().width, img.naturalWidth, img.getBoundingClientRect().height]"
+        )
         # A figure taller than the window would come out cut by the toolbars: grow the window
         # for the shot (its width, and so the figure's shown size, stays the same).
         tab.page.set_viewport_size({**VIEWPORT, "height": max(VIEWPORT["height"], int(height) + 300)})
@@ -276,19 +290,24 @@ def figures_as_shown(tab, prefix, smallest_scale=0.7):
         scales.append(round(shown / natural, 2))
     assert scales and min(scales) >= smallest_scale, (
         f"{tab.relative_path}: figures shown at {scales} of their size; at least {smallest_scale} keeps "
-        f"their text legible (screenshots {prefix}_figure_*.png)")
+        f"their text legible (screenshots {prefix}_figure_*.png)"
+    )
     print(f"{tab.relative_path}: {len(scales)} figures, shown at {scales} of their size")
     return scales
 
 
 def wait_for_new_src(tab, image, old_src, timeout=60_000):
-    tab.page.wait_for_function("([img, old]) => img.getAttribute('src') && img.getAttribute('src') !== old",
-                               arg=[image.element_handle(), old_src], timeout=timeout)
+    tab.page.wait_for_function(
+        "([img, old]) => img.getAttribute('src') && img.getAttribute('src') !== old",
+        arg=[image.element_handle(), old_src],
+        timeout=timeout,
+    )
 
 
 def wait_until_drawn(tab, image, timeout=30_000):
-    tab.page.wait_for_function("img => img.complete && img.naturalWidth > 0",
-                               arg=image.element_handle(), timeout=timeout)
+    tab.page.wait_for_function(
+        "img => img.complete && img.naturalWidth > 0", arg=image.element_handle(), timeout=timeout
+    )
 
 
 # -- 04: the live gradient-norm figure is replaced in place ----------------------
@@ -348,10 +367,12 @@ def test_live_gradient_plot_updates_in_place(session):
         replacements = entry["shown"] - 1
         assert replacements >= 3, (
             f"the live figure of cell {index} was drawn {entry['shown']} times; expected it to be "
-            f"replaced at least 3 times during training")
+            f"replaced at least 3 times during training"
+        )
         assert entry["most"] == 1, (
             f"cell {index} held up to {entry['most']} images at once: the live figure was appended, "
-            f"not replaced in place")
+            f"not replaced in place"
+        )
         outputs = cell.locator(".jp-OutputArea")
         assert outputs.locator("img").count() == 1
 
@@ -359,14 +380,15 @@ def test_live_gradient_plot_updates_in_place(session):
         caption.scroll_into_view_if_needed()
         assert caption.is_visible(), "the gradient-monitor caption is not visible"
         text = caption.inner_text()
-        assert re.search(r"encoder[^;]*: no gradient", text), \
-            f"the caption does not mark the dead encoder: {text!r}"
+        assert re.search(r"encoder[^;]*: no gradient", text), f"the caption does not mark the dead encoder: {text!r}"
         figure = outputs.locator("img").first
         figure.scroll_into_view_if_needed()
         red = pixels_near(figure.screenshot(), TAB_RED)
         tab.screenshot("04_dead_encoder_marker", locator=cell)
         tab.screenshot("04_live_figure", around=[figure, caption])
         assert red > 200, f"the live figure shows only {red} pixels of the red no-gradient marker"
-        print(f"live figure: cell {index}, replaced {replacements} times in place; "
-              f"{red} red marker pixels; caption: {text}")
+        print(
+            f"live figure: cell {index}, replaced {replacements} times in place; "
+            f"{red} red marker pixels; caption: {text}"
+        )
         figures_as_shown(tab, "04")

@@ -28,8 +28,9 @@ SMALL = 'n_train = 512\nn_test = 128\nmnist_source = "bundled"'
 
 
 def pip_list():
-    listed = subprocess.run([sys.executable, "-m", "pip", "list", "--format", "json"],
-                            capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True
+    ).stdout
     return {entry["name"].lower(): entry["version"] for entry in json.loads(listed)}
 
 
@@ -42,34 +43,50 @@ def workbook_importable_outside_the_checkout(tmp_path):
 @pytest.mark.timeout(900)
 def test_the_setup_cell_installs_the_workbook_on_a_colab_like_runtime_and_the_notebook_runs(tmp_path):
     if workbook_importable_outside_the_checkout(tmp_path):
-        pytest.skip("the workbook is installed in this environment; `make test` runs this test in "
-                    ".venv-oldest after uninstalling it there")
+        pytest.skip(
+            "the workbook is installed in this environment; `make test` runs this test in "
+            ".venv-oldest after uninstalling it there"
+        )
     before = pip_list()
     assert "gradient-workbook" not in before
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    (parameters,) = [i for i, cell in enumerate(notebook.cells)
-                     if "parameters" in cell.metadata.get("tags", [])]
+    (parameters,) = [i for i, cell in enumerate(notebook.cells) if "parameters" in cell.metadata.get("tags", [])]
     notebook.cells.insert(parameters + 1, nbformat.v4.new_code_cell(SMALL))
     environment = {**os.environ, "WORKBOOK_INSTALL_SOURCE": str(ROOT)}
     # Colab's working folder is /content: nothing of the checkout is importable from there.
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute(env=environment)
 
-    errors = [f"cell {i}: {out.ename}: {out.evalue}" for i, cell in enumerate(notebook.cells)
-              for out in cell.get("outputs", []) if out.output_type == "error"]
+    errors = [
+        f"cell {i}: {out.ename}: {out.evalue}"
+        for i, cell in enumerate(notebook.cells)
+        for out in cell.get("outputs", [])
+        if out.output_type == "error"
+    ]
     assert not errors, errors
-    stderr = [f"cell {i}: {out.text}" for i, cell in enumerate(notebook.cells)
-              for out in cell.get("outputs", []) if out.output_type == "stream" and out.name == "stderr"]
+    stderr = [
+        f"cell {i}: {out.text}"
+        for i, cell in enumerate(notebook.cells)
+        for out in cell.get("outputs", [])
+        if out.output_type == "stream" and out.name == "stderr"
+    ]
     assert not stderr, stderr
     setup = next(cell for cell in notebook.cells if "workbook.setup(seed=" in cell.source)
     assert "%pip install --quiet --no-deps" in setup.source
 
     after = pip_list()
     assert after.get("gradient-workbook") == "0.1.0", "the Setup cell should have installed the workbook"
-    assert {name: after.get(name) for name in COLAB_PACKAGES} == {name: before.get(name) for name in COLAB_PACKAGES}, \
+    assert {name: after.get(name) for name in COLAB_PACKAGES} == {name: before.get(name) for name in COLAB_PACKAGES}, (
         "installing the workbook must not change the runtime's TensorFlow, Keras, NumPy, matplotlib or ipywidgets"
+    )
     # Installed from the checkout into site-packages (not a link to it), as Colab would from the repository.
-    location = subprocess.run([sys.executable, "-c", "import workbook; print(workbook.__file__)"],
-                              cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    location = subprocess.run(
+        [sys.executable, "-c", "import workbook; print(workbook.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert pathlib.Path(location).parent.parent.name == "site-packages", location

@@ -70,8 +70,12 @@ def test_installed_versions_are_what_the_packages_themselves_report():
     import tensorflow as tf
 
     assert compatibility.installed_versions() == {
-        "python": platform.python_version(), "tensorflow": tf.__version__, "keras": keras.__version__,
-        "numpy": numpy.__version__, "matplotlib": matplotlib.__version__, "ipywidgets": ipywidgets.__version__,
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "numpy": numpy.__version__,
+        "matplotlib": matplotlib.__version__,
+        "ipywidgets": ipywidgets.__version__,
     }
 
 
@@ -79,8 +83,10 @@ def test_this_environment_is_in_the_supported_range():
     assert workbook.check_versions()["tensorflow"]
 
 
-@pytest.mark.parametrize("version, expected", [("2.18.1", (2, 18, 1)), ("2.19.0rc1", (2, 19, 0)),
-                                               ("3.10.0.dev20250101", (3, 10, 0)), ("1.26", (1, 26))])
+@pytest.mark.parametrize(
+    "version, expected",
+    [("2.18.1", (2, 18, 1)), ("2.19.0rc1", (2, 19, 0)), ("3.10.0.dev20250101", (3, 10, 0)), ("1.26", (1, 26))],
+)
 def test_version_tuple(version, expected):
     assert compatibility.version_tuple(version) == expected
 
@@ -92,10 +98,22 @@ def test_version_tuple_refuses_what_is_not_a_version():
 
 # The stack the issue was found on: Google Colab's (Python 3.12, TensorFlow 2.19, Keras 3.10,
 # ipywidgets 7.7.1, NumPy 2.0), and a class image a year older than the range.
-COLAB = {"python": "3.12.11", "tensorflow": "2.19.0", "keras": "3.10.0", "numpy": "2.0.2",
-         "matplotlib": "3.10.0", "ipywidgets": "7.7.1"}
-OLD_IMAGE = {"python": "3.10.12", "tensorflow": "2.15.0", "keras": "2.15.0", "numpy": "1.26.4",
-             "matplotlib": "3.7.1", "ipywidgets": "8.1.1"}
+COLAB = {
+    "python": "3.12.11",
+    "tensorflow": "2.19.0",
+    "keras": "3.10.0",
+    "numpy": "2.0.2",
+    "matplotlib": "3.10.0",
+    "ipywidgets": "7.7.1",
+}
+OLD_IMAGE = {
+    "python": "3.10.12",
+    "tensorflow": "2.15.0",
+    "keras": "2.15.0",
+    "numpy": "1.26.4",
+    "matplotlib": "3.7.1",
+    "ipywidgets": "8.1.1",
+}
 
 
 def test_colabs_stack_is_supported():
@@ -117,8 +135,10 @@ def test_an_old_image_is_told_which_packages_are_too_old_and_what_to_run():
 
 def test_a_missing_package_and_an_old_python_are_named():
     problems = compatibility.version_problems({**COLAB, "python": "3.9.18", "ipywidgets": None})
-    assert problems == ["Python 3.9.18 is installed; the workbook needs 3.10 or newer.",
-                        "ipywidgets is not installed; the workbook needs 7.7 or newer."]
+    assert problems == [
+        "Python 3.9.18 is installed; the workbook needs 3.10 or newer.",
+        "ipywidgets is not installed; the workbook needs 7.7 or newer.",
+    ]
     assert "Python 3.10 to 3.13" in compatibility.what_to_do(problems, colab=True)
 
 

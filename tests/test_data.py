@@ -30,7 +30,7 @@ def test_bundled_split_shapes_types_and_range():
     (x_train, y_train), (x_test, y_test) = workbook.load_mnist(source="bundled")
     assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (2000, 28, 28, 1)
     assert x_train.dtype == np.float32 and x_test.dtype == np.float32
-    assert 0.0 <= x_train.min() and x_train.max() <= 1.0 and x_train.max() > 0.99
+    assert x_train.min() >= 0.0 and x_train.max() <= 1.0 and x_train.max() > 0.99
     assert np.issubdtype(y_train.dtype, np.integer) and set(np.unique(y_train)) == set(range(10))
 
 
@@ -134,7 +134,9 @@ def test_an_intact_keras_cache_is_used(keras_home, capsys):
     assert x_train.shape == (60, 28, 28, 1) and x_test.shape == (20, 28, 28, 1)
     assert "Keras" in capsys.readouterr().out
     # same images, reordered, scaled to [0, 1]
-    assert sorted(x_train.sum(axis=(1, 2, 3)).round(3)) == sorted((fake["x_train"] / 255.0).sum(axis=(1, 2)).astype(np.float32).round(3))
+    assert sorted(x_train.sum(axis=(1, 2, 3)).round(3)) == sorted(
+        (fake["x_train"] / 255.0).sum(axis=(1, 2)).astype(np.float32).round(3)
+    )
 
 
 @pytest.fixture
@@ -169,9 +171,13 @@ def test_a_broken_download_never_becomes_the_cache(keras_home, local_server, mon
 def test_a_good_download_is_checked_then_moved_into_the_cache(keras_home, local_server, monkeypatch, capsys):
     folder, url = local_server
     rng = np.random.default_rng(0)
-    np.savez(folder / "mnist.npz", x_train=rng.integers(0, 256, (30, 28, 28), dtype=np.uint8),
-             y_train=np.arange(30, dtype=np.uint8) % 10, x_test=rng.integers(0, 256, (10, 28, 28), dtype=np.uint8),
-             y_test=np.arange(10, dtype=np.uint8))
+    np.savez(
+        folder / "mnist.npz",
+        x_train=rng.integers(0, 256, (30, 28, 28), dtype=np.uint8),
+        y_train=np.arange(30, dtype=np.uint8) % 10,
+        x_test=rng.integers(0, 256, (10, 28, 28), dtype=np.uint8),
+        y_test=np.arange(10, dtype=np.uint8),
+    )
     monkeypatch.setattr(data, "KERAS_MNIST_URL", f"{url}/mnist.npz")
     (x_train, _), _ = workbook.load_mnist()
     assert x_train.shape == (30, 28, 28, 1) and "downloaded" in capsys.readouterr().out

@@ -3,14 +3,14 @@
 import inspect
 import pathlib
 
+import finder_corpus
+import gradient_killers
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from keras import ops
 
-import finder_corpus
-import gradient_killers
 import workbook
 
 EXAMPLE = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
@@ -80,12 +80,14 @@ def test_every_culprit_is_listed_in_path_order():
 
 
 def bottleneck_model(bottleneck):
-    model = keras.Sequential([
-        keras.Input((8, 8, 1)),
-        keras.layers.Conv2D(3, 3, padding="same", activation="relu", name="encoder"),
-        keras.layers.Lambda(bottleneck, name="bottleneck"),
-        keras.layers.Conv2D(1, 3, padding="same", activation="sigmoid", name="decoder"),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Conv2D(3, 3, padding="same", activation="relu", name="encoder"),
+            keras.layers.Lambda(bottleneck, name="bottleneck"),
+            keras.layers.Conv2D(1, 3, padding="same", activation="sigmoid", name="decoder"),
+        ]
+    )
     model.compile(optimizer="adam", loss="mse")
     return model
 
@@ -148,7 +150,9 @@ def test_bad_target_is_a_clear_error():
 
 
 @pytest.mark.parametrize(
-    "function", [gradient_killers.floor_fixed_argmax_not, gradient_killers.argmax_fixed_floor_not], ids=lambda f: f.__name__
+    "function",
+    [gradient_killers.floor_fixed_argmax_not, gradient_killers.argmax_fixed_floor_not],
+    ids=lambda f: f.__name__,
 )
 def test_a_fix_in_place_is_never_reported(function):
     op_type, _, line = expected_culprit(function)
@@ -248,7 +252,8 @@ def test_disconnected_weights_are_one_row_per_cause_and_layer():
     layer = model.layers[0].name
     assert [(f.reason, f.cuts) for f in report.findings] == [("disconnected", [f"layer {layer}"])] * 2, str(report)
     assert {f.code for f in report.findings} == {
-        'self.spare = self.add_weight(shape=(2,), name="spare")', 'self.other = self.add_weight(shape=(2,), name="other")'
+        'self.spare = self.add_weight(shape=(2,), name="spare")',
+        'self.other = self.add_weight(shape=(2,), name="other")',
     }
     assert report.layers_without_gradient == []  # the kernel still learns
 
@@ -313,7 +318,9 @@ def test_a_saved_model_whose_custom_gradient_is_gone_is_could_not_check(tmp_path
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     path = str(tmp_path / "quantizer")
     for program in (SAVE_A_CUSTOM_GRADIENT, DIAGNOSE_IT_ELSEWHERE):
-        done = subprocess.run([sys.executable, "-c", program, path], capture_output=True, text=True, timeout=300, env=environment)
+        done = subprocess.run(
+            [sys.executable, "-c", program, path], capture_output=True, text=True, timeout=300, env=environment
+        )
         assert done.returncode == 0, done.stderr[-2000:]
     assert "RESULT False gradient_error ['error']" in done.stdout, done.stdout + done.stderr[-2000:]
 

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from notebook_runner import clean_environment
 
 # Lines TensorFlow 2.21 wrote to stderr on this project's machines (notebook 05 under
@@ -56,10 +55,13 @@ def test_setup_silences_tensorflow_in_a_fresh_process_and_keeps_everything_else(
         "print('from Python', file=sys.stderr)\n"
     )
     env = clean_environment(tmp_path)
-    loud = subprocess.run([sys.executable, "-c", script.format(before="")], capture_output=True, env=env,
-                          timeout=300)
-    quiet = subprocess.run([sys.executable, "-c", script.format(before="import workbook; workbook.setup(seed=0)")],
-                           capture_output=True, env=env, timeout=300)
+    loud = subprocess.run([sys.executable, "-c", script.format(before="")], capture_output=True, env=env, timeout=300)
+    quiet = subprocess.run(
+        [sys.executable, "-c", script.format(before="import workbook; workbook.setup(seed=0)")],
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )
     assert loud.returncode == quiet.returncode == 0, quiet.stderr.decode()[-2000:]
     if b"oneDNN" not in loud.stderr and b"cpu_feature_guard" not in loud.stderr:
         pytest.skip("this TensorFlow build logs nothing at start-up here, so there is nothing to filter")
@@ -78,15 +80,17 @@ def test_a_log_line_written_in_pieces_is_dropped_whole_and_kept_for_reading(tmp_
         "time.sleep(0.3)\n"
         "print(quiet.dropped_lines())\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            env=clean_environment(tmp_path), timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=clean_environment(tmp_path), timeout=300
+    )
     assert result.stderr == "and a line of its own\na prompt with no end of line"
     assert "the rest written in a second call" in result.stdout
 
 
 def test_a_scripts_traceback_still_reaches_stderr(tmp_path):
     script = "import workbook; workbook.setup(seed=0)\nraise RuntimeError('the real error')\n"
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            env=clean_environment(tmp_path), timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=clean_environment(tmp_path), timeout=300
+    )
     assert result.returncode == 1
     assert result.stderr.startswith("Traceback") and "RuntimeError: the real error" in result.stderr

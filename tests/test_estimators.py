@@ -24,6 +24,7 @@ def softmax(x):
 
 # --- sampling and each estimator's gradient, against the formulas ----------------------------
 
+
 @pytest.mark.parametrize("estimator", [e for e in ESTIMATORS if e != "gumbel_softmax"])  # the others forward bits
 def test_bernoulli_samples_are_bits_with_probability_sigmoid_of_the_logit(estimator):
     logits = np.array([-2.0, -0.5, 0.0, 0.7, 3.0])
@@ -110,6 +111,7 @@ def test_unknown_names_and_bad_tau_are_value_errors_naming_the_argument():
 
 # --- bias and variance against the exact gradient ------------------------------------------
 
+
 @pytest.mark.parametrize("latent", ["bernoulli", "categorical"])
 def test_exact_gradient_agrees_with_finite_differences_of_the_expected_loss(latent):
     problem = make_problem(latent, n_latents=5 if latent == "bernoulli" else 3, seed=2)
@@ -135,8 +137,9 @@ def test_exact_gradient_of_one_bit_is_the_difference_between_outcomes():
 @pytest.mark.parametrize("baseline_decay", [0.9, None])
 def test_score_function_agrees_with_the_exact_gradient_within_its_measured_error(latent, n_latents, baseline_decay):
     problem = make_problem(latent, n_latents=n_latents, seed=1)
-    result = measure_bias_and_variance("score_function", problem, n_samples=8000, baseline_decay=baseline_decay,
-                                       seed=11)
+    result = measure_bias_and_variance(
+        "score_function", problem, n_samples=8000, baseline_decay=baseline_decay, seed=11
+    )
     # unbiased: each component of the mean within 4.5 of its own standard errors (about 1 in 150,000 by chance)
     assert np.all(np.abs(result.bias) <= 4.5 * result.standard_error), result.bias / result.standard_error
 
@@ -167,20 +170,28 @@ def test_gumbel_softmax_bias_shrinks_and_variance_grows_as_tau_goes_to_zero(esti
     assert all(b > a for a, b in zip(variances, variances[1:])), variances
     # each step down in bias must be more than the noise of the two measurements
     for hotter, colder in zip(sweep, sweep[1:]):
-        assert colder.bias_norm < hotter.bias_norm - 2 * (hotter.noise_floor + colder.noise_floor) or \
-            colder.bias_norm < 3 * colder.noise_floor, biases
+        assert (
+            colder.bias_norm < hotter.bias_norm - 2 * (hotter.noise_floor + colder.noise_floor)
+            or colder.bias_norm < 3 * colder.noise_floor
+        ), biases
 
 
 def test_measure_estimators_covers_every_estimator_and_every_tau():
     results = workbook.measure_estimators(make_problem("bernoulli", n_latents=3), taus=(0.5, 1.0), n_samples=50)
     assert [r.label for r in results] == [
-        "straight_through", "gumbel_softmax (tau=0.5)", "gumbel_softmax (tau=1)",
-        "gumbel_softmax_st (tau=0.5)", "gumbel_softmax_st (tau=1)", "score_function"]
+        "straight_through",
+        "gumbel_softmax (tau=0.5)",
+        "gumbel_softmax (tau=1)",
+        "gumbel_softmax_st (tau=0.5)",
+        "gumbel_softmax_st (tau=1)",
+        "score_function",
+    ]
     figure = workbook.plot_bias_variance(results)
     assert len(figure.axes) == 1 and figure.axes[0].get_xscale() == "log"
 
 
 # --- the exercise's self-check, with implementations from public sources ------------------------
+
 
 def straight_through_gumbel_pytorch_style(logits, noise, tau):
     # torch.nn.functional.gumbel_softmax(hard=True): ret = y_hard - y_soft.detach() + y_soft
@@ -218,11 +229,14 @@ def test_check_gumbel_softmax_st_accepts_published_implementations(fn, capsys):
     assert "✓" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("fn,message", [
-    (straight_through_softmax_without_noise, "Forward"),
-    (soft_sample_only, "Forward"),
-    (relaxed_gradient_without_tau, "Backward"),
-])
+@pytest.mark.parametrize(
+    "fn,message",
+    [
+        (straight_through_softmax_without_noise, "Forward"),
+        (soft_sample_only, "Forward"),
+        (relaxed_gradient_without_tau, "Backward"),
+    ],
+)
 def test_check_gumbel_softmax_st_rejects_common_mistakes(fn, message, capsys):
     assert not workbook.check_gumbel_softmax_st(fn, n_samples=500)
     assert message in capsys.readouterr().out
@@ -237,6 +251,7 @@ def test_check_gumbel_softmax_st_turns_an_unfinished_answer_into_a_message(capsy
 
 
 # --- the vector quantiser ----------------------------------------------------------------
+
 
 def test_vector_quantiser_picks_the_nearest_code_and_passes_the_gradient_straight_through():
     layer = VectorQuantizer(n_codes=7, seed=1)
@@ -285,6 +300,7 @@ def test_training_moves_the_codebook_toward_the_encoder_outputs(digits):
 
 
 # --- in the autoencoder: training, saving, comparing ---------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def digits():
@@ -343,11 +359,15 @@ def test_plain_models_keep_the_relu_encoder_and_sequential_class():
     assert type(model) is keras.Sequential and model.get_layer("encoder").activation.__name__ == "relu"
 
 
-@pytest.mark.parametrize("bottleneck", [
-    lambda: DiscreteBottleneck("categorical", "score_function", seed=3, test_latent="mode"),
-    lambda: DiscreteBottleneck("bernoulli", "gumbel_softmax", tau=0.5, seed=3, test_latent="mode"),
-    lambda: VectorQuantizer(n_codes=8, commitment=0.5),
-], ids=["score_function", "gumbel_softmax", "vector_quantiser"])
+@pytest.mark.parametrize(
+    "bottleneck",
+    [
+        lambda: DiscreteBottleneck("categorical", "score_function", seed=3, test_latent="mode"),
+        lambda: DiscreteBottleneck("bernoulli", "gumbel_softmax", tau=0.5, seed=3, test_latent="mode"),
+        lambda: VectorQuantizer(n_codes=8, commitment=0.5),
+    ],
+    ids=["score_function", "gumbel_softmax", "vector_quantiser"],
+)
 def test_saves_and_loads_in_safe_mode_and_keeps_training(bottleneck, digits, tmp_path):
     x_train, x_test = digits
     model = workbook.autoencoder(bottleneck())
@@ -357,17 +377,23 @@ def test_saves_and_loads_in_safe_mode_and_keeps_training(bottleneck, digits, tmp
     loaded = keras.saving.load_model(path, safe_mode=True)
     assert type(loaded) is type(model)
     assert loaded.get_layer("bottleneck").get_config() == model.get_layer("bottleneck").get_config()
-    np.testing.assert_allclose(loaded.predict(x_test[:16], verbose=0), model.predict(x_test[:16], verbose=0),
-                               atol=1e-6)
+    np.testing.assert_allclose(loaded.predict(x_test[:16], verbose=0), model.predict(x_test[:16], verbose=0), atol=1e-6)
     loaded.fit(x_train[:128], x_train[:128], epochs=1, batch_size=64, verbose=0)
 
 
 def test_compare_bottlenecks_trains_discrete_bottlenecks_with_live_gradient_norms(digits):
     x_train, x_test = digits
     runs = workbook.compare_bottlenecks(
-        {"score function": DiscreteBottleneck("categorical", "score_function", seed=0),
-         "vector quantiser": VectorQuantizer(n_codes=8)},
-        epochs=1, every=2, x_train=x_train[:256], x_test=x_test[:64], show=False)
+        {
+            "score function": DiscreteBottleneck("categorical", "score_function", seed=0),
+            "vector quantiser": VectorQuantizer(n_codes=8),
+        },
+        epochs=1,
+        every=2,
+        x_train=x_train[:256],
+        x_test=x_test[:64],
+        show=False,
+    )
     for run in runs.values():
         assert "encoder" in run.gradients.layers and not run.gradients.dead_layers()
         assert np.all(run.gradients.norms[:, run.gradients.layers.index("encoder")] > 0)

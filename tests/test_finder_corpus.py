@@ -8,11 +8,11 @@ exception, and a GradientTape run here independently must agree with the finder.
 import inspect
 import pathlib
 
+import finder_corpus
 import keras
 import pytest
 import tensorflow as tf
 
-import finder_corpus
 import workbook
 
 SOURCE = pathlib.Path(finder_corpus.__file__).resolve()
@@ -83,9 +83,13 @@ def tape_verdict(target, example, options):
 
 
 TAPE_CHECKED = [
-    b for b in finder_corpus.CASES
-    if "untraceable" not in inspect.getsource(b) and "train_step" not in inspect.getsource(b)
-    and "rebinds" not in b.__name__ and "built" not in b.__name__ and "integer_example" != b.__name__
+    b
+    for b in finder_corpus.CASES
+    if "untraceable" not in inspect.getsource(b)
+    and "train_step" not in inspect.getsource(b)
+    and "rebinds" not in b.__name__
+    and "built" not in b.__name__
+    and b.__name__ != "integer_example"
 ]
 
 

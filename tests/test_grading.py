@@ -19,7 +19,6 @@ import time
 
 import nbformat
 import pytest
-
 from notebook_runner import NOTEBOOKS, clean_environment, reduced_notebook, run_nbgrader
 from test_assignments import ASSIGNMENT_POINTS as POINTS
 
@@ -31,7 +30,7 @@ NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 # little, long enough for every honest cell (the real limit, 120 s, is tested on its own).
 TEST_CELL_SECONDS = 45
 
-PATCH_THE_CHECKS = '''import workbook, workbook.assignment_checks, workbook.diagnosis
+PATCH_THE_CHECKS = """import workbook, workbook.assignment_checks, workbook.diagnosis
 
 def passes(*args, **kwargs):
     print("✓")
@@ -44,24 +43,24 @@ for module in (workbook, workbook.assignment_checks):
     module.check_quantizer = module.check_gradient_fix = module.check_reconstruction = passes
 workbook.find_gradient_breaks = workbook.diagnosis.find_gradient_breaks = lambda *args, **kwargs: Clean()
 quantize_2bit = lambda x: x
-'''
+"""
 
-PATCH_NUMPY_AND_THRESHOLDS = '''import numpy as np
+PATCH_NUMPY_AND_THRESHOLDS = """import numpy as np
 
 np.mean = lambda *args, **kwargs: 0.0  # every error is now 0
 target_mse, time_budget_seconds = 1.0, 10**9
 model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
-'''
+"""
 
-HIDDEN_NUMPY_PATCH = '''import numpy as np
+HIDDEN_NUMPY_PATCH = """import numpy as np
 
 vars(np)["mean"] = lambda *args, **kwargs: 0.0
 model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
-'''
+"""
 
-FAKE_PREDICT = '''model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
+FAKE_PREDICT = """model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
 model.predict = lambda x, **kwargs: x  # "reconstructs" every image perfectly
-'''
+"""
 
 
 def nbgrader_meta(cell):
@@ -70,8 +69,9 @@ def nbgrader_meta(cell):
 
 def answer_text(cell):
     """A solution cell's source without the solution markers: what a student would write."""
-    return "\n".join(line for line in cell.source.splitlines()
-                     if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    return "\n".join(
+        line for line in cell.source.splitlines() if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+    )
 
 
 def submission(release, solutions, answers=(), locked_edits=(), deleted=()):
@@ -107,43 +107,70 @@ STUDENTS = {
     # the release as handed out
     "untouched": (dict(), dict.fromkeys(POINTS, 0)),
     # (a) right, (b) wrong, (c) not done; and read-only cells written over, which the grader restores
-    "half_right": (dict(answers={"a_quantize_2bit": "solution",
-                                 "b_culprit_answer": 'culprit_op = "Round"\nculprit_variable = "levels"',
-                                 "b_fix_answer": "fixed_bottleneck = colleague_bottleneck"},
-                        locked_edits={"b_fix": "print('✓')", "parameters": "n_train = 8\nbatch_size = 8",
-                                      "colleague": "round_ste = workbook.SURROGATES['round_ste']\n"
-                                                   "colleague_bottleneck = quantize_2bit\n"
-                                                   "colleague_model = None"}),
-                   {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 0, "c_reconstruction": 0}),
+    "half_right": (
+        dict(
+            answers={
+                "a_quantize_2bit": "solution",
+                "b_culprit_answer": 'culprit_op = "Round"\nculprit_variable = "levels"',
+                "b_fix_answer": "fixed_bottleneck = colleague_bottleneck",
+            },
+            locked_edits={
+                "b_fix": "print('✓')",
+                "parameters": "n_train = 8\nbatch_size = 8",
+                "colleague": "round_ste = workbook.SURROGATES['round_ste']\n"
+                "colleague_bottleneck = quantize_2bit\n"
+                "colleague_model = None",
+            },
+        ),
+        {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 0, "c_reconstruction": 0},
+    ),
     # the checks and the finder replaced by functions that pass: caught before the kernel starts
     # (workbook.grading.tampering_lines); no check after that line gives points, so the right
     # culprit's name earns nothing either until the instructor has looked
-    "patched_checks": (dict(answers={"a_quantize_2bit": PATCH_THE_CHECKS,
-                                     "b_culprit_answer": 'culprit_op = "Cast"\nculprit_variable = "codes"',
-                                     "b_fix_answer": "fixed_bottleneck = colleague_bottleneck",
-                                     "c_train_answer": "model = workbook.autoencoder(bottleneck=quantize_2bit)"}),
-                       dict.fromkeys(POINTS, 0)),
+    "patched_checks": (
+        dict(
+            answers={
+                "a_quantize_2bit": PATCH_THE_CHECKS,
+                "b_culprit_answer": 'culprit_op = "Cast"\nculprit_variable = "codes"',
+                "b_fix_answer": "fixed_bottleneck = colleague_bottleneck",
+                "c_train_answer": "model = workbook.autoencoder(bottleneck=quantize_2bit)",
+            }
+        ),
+        dict.fromkeys(POINTS, 0),
+    ),
     # (a) and (b) right; in (c) NumPy patched, the target and the budget reassigned, nothing trained
-    "patched_numpy": (dict(answers=all_solutions(c_train_answer=PATCH_NUMPY_AND_THRESHOLDS)),
-                      {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0}),
+    "patched_numpy": (
+        dict(answers=all_solutions(c_train_answer=PATCH_NUMPY_AND_THRESHOLDS)),
+        {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0},
+    ),
     # the same patch written so that no line reads as one: the in-kernel comparison with a fresh
     # process catches it
-    "hidden_patch": (dict(answers=all_solutions(c_train_answer=HIDDEN_NUMPY_PATCH)),
-                     {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0}),
+    "hidden_patch": (
+        dict(answers=all_solutions(c_train_answer=HIDDEN_NUMPY_PATCH)),
+        {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0},
+    ),
     # an untrained model whose predict returns its input: the visible check passes, the
     # measurement in a separate process does not
-    "fake_predict": (dict(answers=all_solutions(c_train_answer=FAKE_PREDICT)),
-                     {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0}),
+    "fake_predict": (
+        dict(answers=all_solutions(c_train_answer=FAKE_PREDICT)),
+        {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0},
+    ),
     # (a) right; two check cells deleted: the grader has nothing to run for them
-    "deleted_checks": (dict(answers={"a_quantize_2bit": "solution"}, deleted=("a_gradient", "c_reconstruction")),
-                       {"a_forward": 1, "a_gradient": 0, "b_culprit": 0, "b_fix": 0, "c_reconstruction": 0}),
+    "deleted_checks": (
+        dict(answers={"a_quantize_2bit": "solution"}, deleted=("a_gradient", "c_reconstruction")),
+        {"a_forward": 1, "a_gradient": 0, "b_culprit": 0, "b_fix": 0, "c_reconstruction": 0},
+    ),
     # (a) and (b)'s fix right, (c) not done, and an answer that never ends: it costs that cell's
     # limit and its point, and the cells after it are graded
-    "endless_loop": (dict(answers=all_solutions(b_culprit_answer="while True:\n    pass", c_train_answer=None)),
-                     {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 2, "c_reconstruction": 0}),
+    "endless_loop": (
+        dict(answers=all_solutions(b_culprit_answer="while True:\n    pass", c_train_answer=None)),
+        {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 2, "c_reconstruction": 0},
+    ),
     # the same with an answer that ends the kernel: only that cell's point is lost
-    "kills_kernel": (dict(answers=all_solutions(b_culprit_answer="import os\nos._exit(1)", c_train_answer=None)),
-                     {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 2, "c_reconstruction": 0}),
+    "kills_kernel": (
+        dict(answers=all_solutions(b_culprit_answer="import os\nos._exit(1)", c_train_answer=None)),
+        {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 2, "c_reconstruction": 0},
+    ),
 }
 NOT_A_NOTEBOOK = "broken_file"  # hands in a file that is not valid JSON
 
@@ -161,9 +188,11 @@ def hub(tmp_path_factory):
     course.mkdir()
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course)
     with open(course / "nbgrader_config.py", "a") as config:
-        config.write(f"\n# The tests' own: a shorter limit for ordinary cells, and this exchange folder.\n"
-                     f"c.Execute.timeout_func = lambda cell: {TEST_CELL_SECONDS} if cell_timeout(cell) == 120 "
-                     f"else cell_timeout(cell)\nc.Exchange.root = {str(exchange)!r}\n")
+        config.write(
+            f"\n# The tests' own: a shorter limit for ordinary cells, and this exchange folder.\n"
+            f"c.Execute.timeout_func = lambda cell: {TEST_CELL_SECONDS} if cell_timeout(cell) == 120 "
+            f"else cell_timeout(cell)\nc.Exchange.root = {str(exchange)!r}\n"
+        )
     instructor = clean_environment(base / "instructor")
     (base / "instructor").mkdir()
 
@@ -200,10 +229,11 @@ def hub(tmp_path_factory):
     scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for student in STUDENTS:
-            scores[student] = {grade_id: gradebook.find_grade(grade_id, NOTEBOOK[:-6], ASSIGNMENT, student).score
-                               for grade_id in POINTS}
-    return dict(course=course, autograde=autograde, feedback=feedback, totals=totals, scores=scores,
-                seconds=seconds)
+            scores[student] = {
+                grade_id: gradebook.find_grade(grade_id, NOTEBOOK[:-6], ASSIGNMENT, student).score
+                for grade_id in POINTS
+            }
+    return dict(course=course, autograde=autograde, feedback=feedback, totals=totals, scores=scores, seconds=seconds)
 
 
 @pytest.mark.slow
@@ -221,18 +251,25 @@ def test_a_file_that_is_not_a_notebook_is_named_and_the_rest_are_graded(hub):
     log = hub["autograde"].stdout + hub["autograde"].stderr
     assert hub["autograde"].returncode != 0  # nbgrader reports the failure...
     assert f"There was an error processing assignment '{ASSIGNMENT}' for student '{NOT_A_NOTEBOOK}'" in log
-    failed = [student for student in STUDENTS
-              if f"for student '{student}'" in log.split("There was an error processing assignment")[-1]]
+    failed = [
+        student
+        for student in STUDENTS
+        if f"for student '{student}'" in log.split("There was an error processing assignment")[-1]
+    ]
     assert not failed  # ...for that student alone
-    assert all((hub["course"] / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").exists()
-               for student in STUDENTS)
+    assert all(
+        (hub["course"] / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").exists() for student in STUDENTS
+    )
 
 
 def autograded_errors(hub, student):
     """{grade_id: names of the errors in that cell} of a student's autograded notebook."""
     autograded = nbformat.read(hub["course"] / "autograded" / student / ASSIGNMENT / NOTEBOOK, as_version=4)
-    return {nbgrader_meta(c).get("grade_id"): [o.ename for o in c.outputs if o.output_type == "error"]
-            for c in autograded.cells if c.cell_type == "code"}
+    return {
+        nbgrader_meta(c).get("grade_id"): [o.ename for o in c.outputs if o.output_type == "error"]
+        for c in autograded.cells
+        if c.cell_type == "code"
+    }
 
 
 @pytest.mark.slow
@@ -292,16 +329,27 @@ def test_replaced_functions_names_what_an_answer_cell_patched(tmp_path):
         "sys.modules['workbook.assignment_checks'] = types.SimpleNamespace(check_quantizer=lambda *a, **k: True)\n"
         "print(replaced_functions())\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                            env=clean_environment(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=clean_environment(tmp_path)
+    )
     assert result.returncode == 0, result.stderr
     before, after = (eval(line) for line in result.stdout.strip().splitlines()[-2:])
     assert before == []
-    patched = {"numpy.abs", "numpy.mean", "tensorflow.round", "workbook.checks.report_mismatch",
-               "workbook.assignment_checks"}
+    patched = {
+        "numpy.abs",
+        "numpy.mean",
+        "tensorflow.round",
+        "workbook.checks.report_mismatch",
+        "workbook.assignment_checks",
+    }
     assert patched <= set(after) and any(name.endswith("fromnumeric._wrapfunc") for name in after), after
-    unexpected = [name for name in after if name not in patched and not name.endswith("fromnumeric._wrapfunc")
-                  and not name.startswith("workbook.assignment_checks.")]
+    unexpected = [
+        name
+        for name in after
+        if name not in patched
+        and not name.endswith("fromnumeric._wrapfunc")
+        and not name.startswith("workbook.assignment_checks.")
+    ]
     assert not unexpected, unexpected
 
 
@@ -316,7 +364,8 @@ def test_tampering_lines_finds_what_changes_a_library_and_nothing_in_the_noteboo
         "check_quantizer.__code__ = (lambda *a: True).__code__\n"
         "setattr(np, 'abs', np.negative)\n"
         "import sys; sys.modules['workbook.grading'] = None\n"
-        "%time x = 1\n")
+        "%time x = 1\n"
+    )
     found = tampering_lines(nbformat.v4.new_notebook(cells=[answer]))
     assert sorted({line for _, line, _, _ in found}) == [6, 7, 8, 9, 10]
     # every notebook of the workbook, instructor's version, is honest work

@@ -6,12 +6,12 @@ flows, while it did not before. The forward pass is checked too where the fix
 promises to keep it.
 """
 
+import gradient_killers
 import numpy as np
 import pytest
 import tensorflow as tf
 from keras import ops
 
-import gradient_killers
 import workbook
 from workbook.diagnosis_report import DISCONNECTION_CAUSES, HINTS, OP_HINTS
 
@@ -52,16 +52,40 @@ def python_if(x):
 #  whether the fix keeps the forward values)
 FIXES = [
     ("op", "Cast", "SURROGATES['cast_int_ste']", cast_round_trip, lambda x: S["cast_int_ste"](x), True),
-    ("op", "Cast", "x + stop_gradient(cast(cast(x, 'int32'), x.dtype) - x)", cast_round_trip,
-     lambda x: x + tf.stop_gradient(cast_round_trip(x) - x), True),
+    (
+        "op",
+        "Cast",
+        "x + stop_gradient(cast(cast(x, 'int32'), x.dtype) - x)",
+        cast_round_trip,
+        lambda x: x + tf.stop_gradient(cast_round_trip(x) - x),
+        True,
+    ),
     ("op", "ArgMax", "soft + stop_gradient(hard - soft)", hard_one_hot, soft_one_hot, True),
     ("op", "ArgMax", "softmax(logits / temperature)", hard_one_hot, lambda x: tf.nn.softmax(x / 0.1), False),
-    ("op", "ArgMin", "soft = softmax(-logits)", lambda x: tf.one_hot(tf.argmin(x, axis=-1), 3),
-     lambda x: soft_one_hot(-x), True),
-    ("op", "TopKV2", "top_k(x).values", lambda x: tf.cast(tf.math.top_k(x, 2).indices, tf.float32),
-     lambda x: tf.math.top_k(x, 2).values, False),
-    ("op", "TopKV2", "weigh the candidates with a softmax", lambda x: tf.gather(VALUES, tf.math.top_k(x, 1).indices, batch_dims=1),
-     lambda x: tf.reduce_sum(tf.nn.softmax(x * 10.0) * VALUES, axis=-1, keepdims=True), False),
+    (
+        "op",
+        "ArgMin",
+        "soft = softmax(-logits)",
+        lambda x: tf.one_hot(tf.argmin(x, axis=-1), 3),
+        lambda x: soft_one_hot(-x),
+        True,
+    ),
+    (
+        "op",
+        "TopKV2",
+        "top_k(x).values",
+        lambda x: tf.cast(tf.math.top_k(x, 2).indices, tf.float32),
+        lambda x: tf.math.top_k(x, 2).values,
+        False,
+    ),
+    (
+        "op",
+        "TopKV2",
+        "weigh the candidates with a softmax",
+        lambda x: tf.gather(VALUES, tf.math.top_k(x, 1).indices, batch_dims=1),
+        lambda x: tf.reduce_sum(tf.nn.softmax(x * 10.0) * VALUES, axis=-1, keepdims=True),
+        False,
+    ),
     ("op", "Round", "SURROGATES['round_ste']", tf.round, lambda x: S["round_ste"](x), True),
     ("op", "Round", "x + stop_gradient(round(x) - x)", tf.round, lambda x: x + tf.stop_gradient(tf.round(x) - x), True),
     ("op", "Floor", "SURROGATES['floor_ste']", tf.floor, lambda x: S["floor_ste"](x), True),
@@ -70,36 +94,136 @@ FIXES = [
     ("op", "Sign", "SURROGATES['sign_ste']", tf.sign, lambda x: S["sign_ste"](x), True),
     ("op", "Sign", "['sign_clipped_ste']", tf.sign, lambda x: S["sign_clipped_ste"](x), True),
     ("op", "Sign", "['sign_swish']", tf.sign, lambda x: S["sign_swish"](x), True),
-    ("op", "Greater", "SURROGATES['step_sigmoid']", lambda x: tf.cast(x > 0.0, tf.float32), lambda x: S["step_sigmoid"](x), True),
-    ("op", "Greater", "['step_fast_sigmoid']", lambda x: tf.cast(x > 0.0, tf.float32), lambda x: S["step_fast_sigmoid"](x), True),
-    ("op", "Less", "on (threshold - x)", lambda x: tf.cast(x < 0.5, tf.float32), lambda x: S["step_sigmoid"](0.5 - x), True),
-    ("op", "PyFunc", "tf.py_function", lambda x: tf.numpy_function(lambda a: a * 2.0, [x], tf.float32),
-     lambda x: tf.py_function(lambda a: a * 2.0, [x], tf.float32), True),
-    ("op", "PyFunc", "workbook.surrogate", lambda x: tf.numpy_function(lambda a: a * 2.0, [x], tf.float32),
-     lambda x: workbook.surrogate(lambda t: tf.numpy_function(lambda a: a * 2.0, [t], tf.float32), constant(2.0))(x), True),
+    (
+        "op",
+        "Greater",
+        "SURROGATES['step_sigmoid']",
+        lambda x: tf.cast(x > 0.0, tf.float32),
+        lambda x: S["step_sigmoid"](x),
+        True,
+    ),
+    (
+        "op",
+        "Greater",
+        "['step_fast_sigmoid']",
+        lambda x: tf.cast(x > 0.0, tf.float32),
+        lambda x: S["step_fast_sigmoid"](x),
+        True,
+    ),
+    (
+        "op",
+        "Less",
+        "on (threshold - x)",
+        lambda x: tf.cast(x < 0.5, tf.float32),
+        lambda x: S["step_sigmoid"](0.5 - x),
+        True,
+    ),
+    (
+        "op",
+        "PyFunc",
+        "tf.py_function",
+        lambda x: tf.numpy_function(lambda a: a * 2.0, [x], tf.float32),
+        lambda x: tf.py_function(lambda a: a * 2.0, [x], tf.float32),
+        True,
+    ),
+    (
+        "op",
+        "PyFunc",
+        "workbook.surrogate",
+        lambda x: tf.numpy_function(lambda a: a * 2.0, [x], tf.float32),
+        lambda x: workbook.surrogate(lambda t: tf.numpy_function(lambda a: a * 2.0, [t], tf.float32), constant(2.0))(x),
+        True,
+    ),
     ("reason", "integer_output", "SURROGATES['cast_int_ste']", cast_round_trip, lambda x: S["cast_int_ste"](x), True),
-    ("reason", "integer_output", "x + stop_gradient(hard(x) - x)", cast_round_trip,
-     lambda x: x + tf.stop_gradient(cast_round_trip(x) - x), True),
+    (
+        "reason",
+        "integer_output",
+        "x + stop_gradient(hard(x) - x)",
+        cast_round_trip,
+        lambda x: x + tf.stop_gradient(cast_round_trip(x) - x),
+        True,
+    ),
     ("reason", "integer_output", "soft + stop_gradient(hard - soft)", hard_one_hot, soft_one_hot, True),
-    ("reason", "no_gradient", "x + stop_gradient(f(x) - x)", tf.math.ceil, lambda x: x + tf.stop_gradient(tf.math.ceil(x) - x), True),
+    (
+        "reason",
+        "no_gradient",
+        "x + stop_gradient(f(x) - x)",
+        tf.math.ceil,
+        lambda x: x + tf.stop_gradient(tf.math.ceil(x) - x),
+        True,
+    ),
     ("reason", "no_gradient", "SURROGATES['round_ste']", tf.round, lambda x: S["round_ste"](x), True),
-    ("reason", "no_gradient", "workbook.surrogate(f, derivative)", tf.math.ceil, lambda x: workbook.surrogate(tf.math.ceil, constant(1.0))(x), True),
+    (
+        "reason",
+        "no_gradient",
+        "workbook.surrogate(f, derivative)",
+        tf.math.ceil,
+        lambda x: workbook.surrogate(tf.math.ceil, constant(1.0))(x),
+        True,
+    ),
     ("reason", "zero_gradient", "SURROGATES['sign_ste']", tf.sign, lambda x: S["sign_ste"](x), True),
-    ("reason", "zero_gradient", "x + stop_gradient(f(x) - x)", tf.sign, lambda x: x + tf.stop_gradient(tf.sign(x) - x), True),
+    (
+        "reason",
+        "zero_gradient",
+        "x + stop_gradient(f(x) - x)",
+        tf.sign,
+        lambda x: x + tf.stop_gradient(tf.sign(x) - x),
+        True,
+    ),
     ("reason", "stop_gradient", "Remove it", lambda x: tf.stop_gradient(x * 2.0), lambda x: x * 2.0, True),
-    ("reason", "stop_gradient", "x + stop_gradient(f(x) - x)", lambda x: tf.stop_gradient(tf.round(x)),
-     lambda x: x + tf.stop_gradient(tf.round(x) - x), True),
-    ("reason", "no_gradient_registered", "workbook.surrogate(forward, derivative)", adjust_contrast,
-     lambda x: workbook.surrogate(lambda t: tf.reshape(adjust_contrast(t), tf.shape(t)), constant(2.0))(x), False),
-    ("reason", "no_gradient_registered", "Rewrite it with differentiable ops", adjust_contrast,
-     lambda x: (lambda image: (image - tf.reduce_mean(image, axis=(1, 2), keepdims=True)) * 2.0
-                + tf.reduce_mean(image, axis=(1, 2), keepdims=True))(tf.reshape(x, (1, 2, 2, 3))), True),
-    ("reason", "gradient_error", "workbook.surrogate(forward, derivative)", gradient_killers.broken_custom_gradient,
-     lambda x: workbook.surrogate(lambda t: t * 2.0, constant(2.0))(x), True),
-    ("reason", "untraceable", "use keras.ops / tf ops instead of numpy", lambda x: tf.constant(np.square(x.numpy())),
-     lambda x: ops.square(x), True),
-    ("reason", "untraceable", "keras.ops.where instead of Python if", tf.function(python_if, autograph=False),
-     lambda x: ops.where(ops.sum(x) > 0, x * 2.0, -x), True),
+    (
+        "reason",
+        "stop_gradient",
+        "x + stop_gradient(f(x) - x)",
+        lambda x: tf.stop_gradient(tf.round(x)),
+        lambda x: x + tf.stop_gradient(tf.round(x) - x),
+        True,
+    ),
+    (
+        "reason",
+        "no_gradient_registered",
+        "workbook.surrogate(forward, derivative)",
+        adjust_contrast,
+        lambda x: workbook.surrogate(lambda t: tf.reshape(adjust_contrast(t), tf.shape(t)), constant(2.0))(x),
+        False,
+    ),
+    (
+        "reason",
+        "no_gradient_registered",
+        "Rewrite it with differentiable ops",
+        adjust_contrast,
+        lambda x: (
+            lambda image: (
+                (image - tf.reduce_mean(image, axis=(1, 2), keepdims=True)) * 2.0
+                + tf.reduce_mean(image, axis=(1, 2), keepdims=True)
+            )
+        )(tf.reshape(x, (1, 2, 2, 3))),
+        True,
+    ),
+    (
+        "reason",
+        "gradient_error",
+        "workbook.surrogate(forward, derivative)",
+        gradient_killers.broken_custom_gradient,
+        lambda x: workbook.surrogate(lambda t: t * 2.0, constant(2.0))(x),
+        True,
+    ),
+    (
+        "reason",
+        "untraceable",
+        "use keras.ops / tf ops instead of numpy",
+        lambda x: tf.constant(np.square(x.numpy())),
+        lambda x: ops.square(x),
+        True,
+    ),
+    (
+        "reason",
+        "untraceable",
+        "keras.ops.where instead of Python if",
+        tf.function(python_if, autograph=False),
+        lambda x: ops.where(ops.sum(x) > 0, x * 2.0, -x),
+        True,
+    ),
     ("cause", "assign", "total = total + x", None, None, True),
     ("cause", "rebound", "keep the new value in a local variable", None, None, True),
     ("cause", "built_tensor", "Compute that tensor inside call()", None, None, True),
@@ -135,8 +259,11 @@ def test_every_hint_has_a_tested_fix():
     assert {("cause", key) for key in DISCONNECTION_CAUSES} <= tested
 
 
-@pytest.mark.parametrize("kind, key, words, broken, fixed, same_forward", [f for f in FIXES if f[0] != "cause"],
-                         ids=[f"{f[1]}: {f[2]}" for f in FIXES if f[0] != "cause"])
+@pytest.mark.parametrize(
+    "kind, key, words, broken, fixed, same_forward",
+    [f for f in FIXES if f[0] != "cause"],
+    ids=[f"{f[1]}: {f[2]}" for f in FIXES if f[0] != "cause"],
+)
 def test_the_fix_a_hint_names_restores_the_gradient(kind, key, words, broken, fixed, same_forward):
     assert words in hint_text(kind, key)
     assert not flows(broken), "the example should be broken before the fix"

@@ -21,8 +21,7 @@ def images():
 
 def test_layers_shapes_and_compilation():
     model = workbook.autoencoder()
-    assert [layer.name for layer in model.layers] == [
-        "encoder", "pool", "bottleneck", "upsample", "decoder", "output"]
+    assert [layer.name for layer in model.layers] == ["encoder", "pool", "bottleneck", "upsample", "decoder", "output"]
     # The architecture of the question: Conv2D(10, 5x5) -> pool -> f -> upsample -> ConvT(4, 5x5) -> ConvT(1, 3x3).
     assert model.get_layer("encoder").kernel.shape == (5, 5, 1, 10)
     assert model.get_layer("decoder").kernel.shape == (5, 5, 4, 10)
@@ -97,7 +96,7 @@ def test_identity_autoencoder_learns_to_reconstruct():
     model.fit(x_train, x_train, epochs=2, batch_size=64, verbose=0)
     mse = float(np.mean((model.predict(x_test, verbose=0) - x_test) ** 2))
     # Independent baselines: predict black everywhere, or the mean training image.
-    zeros_mse = float(np.mean(x_test ** 2))
+    zeros_mse = float(np.mean(x_test**2))
     mean_image_mse = float(np.mean((x_test - x_train.mean(axis=0)) ** 2))
     assert mse < MEASURED_IDENTITY_MSE * 1.3
     assert mse < 0.5 * mean_image_mse < 0.5 * zeros_mse
@@ -107,8 +106,14 @@ def test_identity_autoencoder_learns_to_reconstruct():
 def test_compare_bottlenecks_trains_each_variant_on_the_same_data_and_seed(images):
     x_train, x_test = images[0][:64], images[1]
     runs = workbook.compare_bottlenecks(
-        {"first": None, "again": None, "cast": int_cast}, epochs=2, batch_size=32, every=2,
-        x_train=x_train, x_test=x_test, show=False)
+        {"first": None, "again": None, "cast": int_cast},
+        epochs=2,
+        batch_size=32,
+        every=2,
+        x_train=x_train,
+        x_test=x_test,
+        show=False,
+    )
     assert list(runs) == ["first", "again", "cast"]
     first, again, cast = runs.values()
     # Same data, shuffling and initial weights: identical variants train identically.

@@ -37,8 +37,10 @@ def gradient_norms(model, x_batch):
     norms = {}
     for layer in model.layers:
         if layer.trainable_variables:
-            squares = [0.0 if grads[id(v)] is None else float(tf.reduce_sum(grads[id(v)] ** 2))
-                       for v in layer.trainable_variables]
+            squares = [
+                0.0 if grads[id(v)] is None else float(tf.reduce_sum(grads[id(v)] ** 2))
+                for v in layer.trainable_variables
+            ]
             norms[layer.name] = np.sqrt(sum(squares))
     return norms
 
@@ -100,8 +102,15 @@ def test_gradient_flows_everywhere_with_identity_or_a_fine_straight_through_cast
 def test_steps_continue_across_fits_and_validation_works(x_train):
     model = workbook.autoencoder(None)
     monitor = workbook.GradientNormMonitor(every=2, live=False)
-    first = model.fit(x_train[:192], x_train[:192], batch_size=64, epochs=2,
-                      validation_data=(x_train[192:], x_train[192:]), callbacks=[monitor], verbose=0)
+    first = model.fit(
+        x_train[:192],
+        x_train[:192],
+        batch_size=64,
+        epochs=2,
+        validation_data=(x_train[192:], x_train[192:]),
+        callbacks=[monitor],
+        verbose=0,
+    )
     assert "val_loss" in first.history
     assert np.array_equal(monitor.history.steps, [0, 2, 4])  # 3 batches per epoch, 2 epochs
     model.fit(x_train[:192], x_train[:192], batch_size=64, callbacks=[monitor], verbose=0)
@@ -145,8 +154,9 @@ def test_the_model_saves_loads_and_trains_plainly_after_a_monitored_fit(x_train,
     path = tmp_path / "lab.keras"
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
-    np.testing.assert_allclose(loaded.predict(x_train[:8], verbose=0), model.predict(x_train[:8], verbose=0),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        loaded.predict(x_train[:8], verbose=0), model.predict(x_train[:8], verbose=0), rtol=1e-6, atol=1e-6
+    )
     before = loaded.get_layer("encoder").get_weights()[0].copy()
     loaded.fit(x_train[:128], x_train[:128], batch_size=64, verbose=0)
     assert not np.array_equal(before, loaded.get_layer("encoder").get_weights()[0])
@@ -199,8 +209,7 @@ class FakeHandle:
 
 
 @pytest.mark.parametrize("refresh_seconds, redraws", [(0.0, 1 + 4 + 1), (1000.0, 2)])
-def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(
-        x_train, monkeypatch, refresh_seconds, redraws):
+def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(x_train, monkeypatch, refresh_seconds, redraws):
     import IPython.display
 
     handles = []
@@ -225,8 +234,10 @@ def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(
     assert "encoder: no gradient" in caption.bundles[-1]["text/html"]
 
 
-@pytest.mark.parametrize("kwargs, match", [({"every": 0}, "every=0"), ({"every": 1.5}, "every=1.5"),
-                                           ({"refresh_seconds": -1}, "refresh_seconds=-1")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"every": 0}, "every=0"), ({"every": 1.5}, "every=1.5"), ({"refresh_seconds": -1}, "refresh_seconds=-1")],
+)
 def test_bad_arguments_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         workbook.GradientNormMonitor(**kwargs)
@@ -245,7 +256,7 @@ def test_internal_the_built_in_train_step_hands_its_gradients_to_optimizer_apply
     real_apply = model.optimizer.apply
 
     def apply(grads, trainable_variables=None):
-        seen.append([float(tf.reduce_sum(g ** 2)) for g in grads])
+        seen.append([float(tf.reduce_sum(g**2)) for g in grads])
         return real_apply(grads, trainable_variables)
 
     model.optimizer.apply = apply
@@ -256,7 +267,7 @@ def test_internal_the_built_in_train_step_hands_its_gradients_to_optimizer_apply
         del model.optimizer.apply
     assert len(seen) == 1
     total = np.sqrt(sum(seen[0]))
-    np.testing.assert_allclose(total, np.sqrt(sum(v ** 2 for v in expected.values())), rtol=1e-3)
+    np.testing.assert_allclose(total, np.sqrt(sum(v**2 for v in expected.values())), rtol=1e-3)
 
 
 class ReplaceTrainFunction(keras.callbacks.Callback):
@@ -321,10 +332,15 @@ class ManualSGDModel(keras.Sequential):
 
 
 def small_model(model_class):
-    model = model_class([keras.Input((28, 28, 1)), keras.layers.Flatten(name="flatten"),
-                         keras.layers.Dense(16, activation="relu", name="hidden"),
-                         keras.layers.Dense(784, activation="sigmoid", name="pixels"),
-                         keras.layers.Reshape((28, 28, 1), name="image")])
+    model = model_class(
+        [
+            keras.Input((28, 28, 1)),
+            keras.layers.Flatten(name="flatten"),
+            keras.layers.Dense(16, activation="relu", name="hidden"),
+            keras.layers.Dense(784, activation="sigmoid", name="pixels"),
+            keras.layers.Reshape((28, 28, 1), name="image"),
+        ]
+    )
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     return model
 
@@ -359,8 +375,9 @@ def test_a_train_step_without_the_optimizer_falls_back_to_an_extra_tape_and_says
     before_second = WeightsBeforeBatch(1)
     monitoring._SAID.clear()
     with pytest.warns(RuntimeWarning, match="extra GradientTape") as caught:
-        model.fit(x_train[:192], x_train[:192], batch_size=64, shuffle=False,
-                  callbacks=[before_second, monitor], verbose=0)
+        model.fit(
+            x_train[:192], x_train[:192], batch_size=64, shuffle=False, callbacks=[before_second, monitor], verbose=0
+        )
         model.fit(x_train[:64], x_train[:64], batch_size=64, callbacks=[monitor], verbose=0)
     assert len([w for w in caught if "GradientNormMonitor" in str(w.message)]) == 1
     # The first batch showed the step never reached the optimizer; the tape records from the second on.
@@ -389,7 +406,12 @@ def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_record
     monitor = workbook.GradientNormMonitor(every=1, live=False)
     monitoring._SAID.clear()
     with pytest.warns(RuntimeWarning, match="did not run the train function the monitor installed"):
-        model.fit(x_train[:128], x_train[:128], batch_size=64,
-                  callbacks=[monitor, RestoreKerasTrainFunction(monitor)], verbose=0)
+        model.fit(
+            x_train[:128],
+            x_train[:128],
+            batch_size=64,
+            callbacks=[monitor, RestoreKerasTrainFunction(monitor)],
+            verbose=0,
+        )
     assert len(monitor.history) == 0
     assert_unpatched(model)

@@ -2,7 +2,6 @@
 
 import nbformat
 import pytest
-
 from notebook_runner import NOTEBOOKS, error_outputs, execute, parameters_cell_index, stderr_outputs
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -16,7 +15,8 @@ def test_there_are_notebooks():
 def test_notebook_is_committed_without_outputs(path):
     notebook = nbformat.read(path, as_version=4)
     dirty = [
-        i for i, cell in enumerate(notebook.cells)
+        i
+        for i, cell in enumerate(notebook.cells)
         if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count"))
     ]
     assert not dirty, f"{path.name}: cells {dirty} carry outputs or execution counts; clear them before committing"
@@ -26,13 +26,15 @@ def test_notebook_is_committed_without_outputs(path):
 def test_notebook_follows_the_conventions(path):
     notebook = nbformat.read(path, as_version=4)
     parameters_cell_index(notebook)  # exactly one `parameters` cell
-    assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# "), \
+    assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# "), (
         f"{path.name} must open with a markdown title"
+    )
     setup_cells = [c for c in notebook.cells if c.cell_type == "code" and "workbook.setup(seed=" in c.source]
     assert setup_cells, f"{path.name} has no Setup cell calling workbook.setup(seed=...)"
     setup = setup_cells[0].source
-    assert "workbook.check_versions()" in setup.split("workbook.setup(seed=")[0], \
+    assert "workbook.check_versions()" in setup.split("workbook.setup(seed=")[0], (
         f"{path.name}: the Setup cell should call workbook.check_versions() before workbook.setup(...)"
+    )
     # The supported range is checked by its floors; an exact version assert stops every older classroom.
     assert "__version__" not in setup, f"{path.name}: the Setup cell should not assert exact versions"
 

@@ -110,6 +110,7 @@ def test_plotting_leaves_matplotlib_alone_and_renders():
 
 # --- the explorer ------------------------------------------------------------------------
 
+
 def test_explorer_builds_and_redraws_when_a_slider_moves():
     explorer = explore_surrogates(n_points=101, start="step_atan")
     assert "workbook-explorer" in explorer._dom_classes
@@ -126,8 +127,7 @@ def test_explorer_builds_and_redraws_when_a_slider_moves():
 
 def test_explorer_takes_your_own_pair_and_reports_its_errors():
     mine = (keras.ops.sign, lambda x: 1 / keras.ops.square(1 + keras.ops.abs(x)))
-    explorer = explore_surrogates(custom={"mine": mine, "broken": (keras.ops.sign, lambda x: 1 / 0)},
-                                  n_points=51)
+    explorer = explore_surrogates(custom={"mine": mine, "broken": (keras.ops.sign, lambda x: 1 / 0)}, n_points=51)
     assert explorer.dropdown.value == "mine" and explorer.sliders == {}
     assert bytes(explorer.image.value).startswith(b"\x89PNG")
     explorer.dropdown.value = "broken"
@@ -137,6 +137,7 @@ def test_explorer_takes_your_own_pair_and_reports_its_errors():
 
 
 # --- check_surrogate ---------------------------------------------------------------------
+
 
 def fast_sigmoid(x):
     return 1 / keras.ops.square(1 + 25 * keras.ops.abs(x))
@@ -179,6 +180,7 @@ def test_check_surrogate_takes_a_numpy_reference(capsys):
 
 # --- figures read at the size they are shown ---------------------------------------------
 
+
 def overlaps(box, other):
     return box.x0 < other.x1 and other.x0 < box.x1 and box.y0 < other.y1 and other.y0 < box.y1
 
@@ -205,7 +207,7 @@ def test_legend_never_covers_the_x_label_in_a_grid_of_panels():
         assert legend.y1 <= label.y0, f"{ax.get_title()}: the legend should sit below the x-axis label"
     # no two legends touch, and no legend reaches into the panel below it
     legends = [ax.get_legend().get_window_extent(renderer) for ax in figure.axes]
-    assert not any(overlaps(a, b) for i, a in enumerate(legends) for b in legends[i + 1:])
+    assert not any(overlaps(a, b) for i, a in enumerate(legends) for b in legends[i + 1 :])
     for upper, lower in zip(figure.axes[:-3], figure.axes[3:]):
         assert not overlaps(upper.get_legend().get_window_extent(renderer), lower.get_window_extent(renderer))
 
@@ -263,8 +265,10 @@ def test_comparison_panels_share_their_y_axis_and_epochs_are_whole():
             return np.zeros_like(x)
 
     alive = FakeHistory(["encoder", "decoder", "output"], [[0.003, 0.1, 0.2]] * 3, [[False] * 3] * 3)
-    runs = {label: BottleneckRun(label, Model(), {"loss": [0.3, 0.2], "val_loss": [0.31, 0.21]}, history, 0.2)
-            for label, history in [("integer cast", lab_history()), ("identity", alive)]}
+    runs = {
+        label: BottleneckRun(label, Model(), {"loss": [0.3, 0.2], "val_loss": [0.31, 0.21]}, history, 0.2)
+        for label, history in [("integer cast", lab_history()), ("identity", alive)]
+    }
     losses, norms, _ = comparison_figures(runs, np.zeros((4, 28, 28, 1), dtype="float32"), n_images=4)
     panels = [ax for ax in norms.axes if ax.get_visible()]
     assert len(panels) == 2 and panels[0].get_ylim() == panels[1].get_ylim()
@@ -293,8 +297,14 @@ def test_gradient_norms_of_one_batch_match_the_formula_and_say_none():
     assert norms[model.layers[0].bias.path] == pytest.approx(np.linalg.norm(bias), rel=1e-5)
     assert model.get_weights()[0].tolist() == [[0.0, 0.0], [0.0, 0.0]]  # nothing was trained
 
-    cut = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, name="before"),
-                            keras.layers.Lambda(keras.ops.round), keras.layers.Dense(2, name="after")])
+    cut = keras.Sequential(
+        [
+            keras.Input((2,)),
+            keras.layers.Dense(2, name="before"),
+            keras.layers.Lambda(keras.ops.round),
+            keras.layers.Dense(2, name="after"),
+        ]
+    )
     cut.compile(optimizer="sgd", loss="mse")
     norms = gradient_norms(cut, x)
     assert norms[cut.layers[0].kernel.path] is None and norms[cut.layers[2].kernel.path] > 0

@@ -64,12 +64,14 @@ def requirement_set(path):
             found.add(" ".join(line.split()))
             continue
         requirement = Requirement(line)
-        found.add((
-            canonicalize_name(requirement.name),
-            tuple(sorted(requirement.extras)),
-            str(requirement.specifier),
-            str(requirement.marker) if requirement.marker else "",
-        ))
+        found.add(
+            (
+                canonicalize_name(requirement.name),
+                tuple(sorted(requirement.extras)),
+                str(requirement.specifier),
+                str(requirement.marker) if requirement.marker else "",
+            )
+        )
     return found
 
 
@@ -99,8 +101,9 @@ def test_binder_installs_the_same_requirements_as_make_lab():
 def test_binder_requirements_are_self_contained():
     # Binder installs binder/requirements.txt before it copies the rest of the
     # repository (so the layer is cached); a reference to another file would break there.
-    options = [line for line in (ROOT / "binder" / "requirements.txt").read_text().splitlines()
-               if line.strip().startswith("-")]
+    options = [
+        line for line in (ROOT / "binder" / "requirements.txt").read_text().splitlines() if line.strip().startswith("-")
+    ]
     assert not options, f"binder/requirements.txt must not refer to other files: {options}"
 
 
@@ -111,7 +114,9 @@ def test_binder_runtime_is_python_311():
 def test_postbuild_is_an_executable_strict_bash_script():
     post_build = ROOT / "binder" / "postBuild"
     text = post_build.read_text()
-    assert text.startswith("#!/bin/bash\n") or text.startswith("#!/usr/bin/env bash\n"), "postBuild needs a bash shebang"
+    assert text.startswith("#!/bin/bash\n") or text.startswith("#!/usr/bin/env bash\n"), (
+        "postBuild needs a bash shebang"
+    )
     assert "set -euo pipefail" in text
     assert post_build.stat().st_mode & stat.S_IXUSR, "postBuild must be executable (chmod +x binder/postBuild)"
     subprocess.run(["bash", "-n", str(post_build)], check=True)
@@ -130,7 +135,10 @@ def test_postbuild_installs_the_package_and_survives_a_failed_download(tmp_path)
     run = subprocess.run(
         [str(ROOT / "binder" / "postBuild")],
         env={"PATH": f"{fake_bin}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(tmp_path)},
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 0, f"postBuild failed when the download failed:\n{run.stdout}\n{run.stderr}"
     assert calls.read_text().split() == ["install", "--no-deps", "-e", "."]
@@ -142,8 +150,12 @@ def test_postbuild_installs_the_package_and_survives_a_failed_download(tmp_path)
 
 def test_readme_binder_badge_opens_an_existing_notebook():
     readme = README.read_text()
-    badge = re.search(r"\[!\[[^\]]*\]\(https://mybinder\.org/badge_logo\.svg\)\]\((https://mybinder\.org/v2/gh/[^)\s]+)\)", readme)
-    assert badge, "README needs a Binder badge: [![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/...)"
+    badge = re.search(
+        r"\[!\[[^\]]*\]\(https://mybinder\.org/badge_logo\.svg\)\]\((https://mybinder\.org/v2/gh/[^)\s]+)\)", readme
+    )
+    assert badge, (
+        "README needs a Binder badge: [![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/...)"
+    )
     urlpath = urllib.parse.parse_qs(urllib.parse.urlparse(badge.group(1)).query).get("urlpath", [""])[0]
     assert urlpath.startswith("lab/tree/"), f"the badge should open JupyterLab (urlpath=lab/tree/...), got {urlpath!r}"
     target = ROOT / urlpath.removeprefix("lab/tree/")
@@ -164,8 +176,11 @@ def test_relative_links_point_to_existing_files(document):
 
 def test_every_notebook_is_in_both_tables_of_contents():
     assert ALL_NOTEBOOKS, "no notebooks found"
-    in_start = {pathlib.PurePosixPath(target).name for target in relative_links(start_notebook_markdown())
-                if target.endswith(".ipynb")}
+    in_start = {
+        pathlib.PurePosixPath(target).name
+        for target in relative_links(start_notebook_markdown())
+        if target.endswith(".ipynb")
+    }
     in_readme = {target for target in relative_links(README.read_text()) if target.endswith(".ipynb")}
     for path in ALL_NOTEBOOKS:
         assert path.name in in_start, f"{path.name} is missing from the contents table in 00_start_here.ipynb"
@@ -191,7 +206,8 @@ def test_readme_describes_every_public_name_and_no_other():
 
 COLAB_BADGE = re.compile(
     r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]"
-    r"\(https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w./-]+?)/notebooks/([\w.-]+\.ipynb)\)")
+    r"\(https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w./-]+?)/notebooks/([\w.-]+\.ipynb)\)"
+)
 INSTALL_LINE = re.compile(r'"git\+https://github\.com/([\w.-]+/[\w.-]+)@([\w./-]+)"')
 
 
@@ -202,7 +218,9 @@ def binder_repository():
 
 
 def notebook_setup_source(notebook):
-    return next(cell.source for cell in notebook.cells if cell.cell_type == "code" and "workbook.setup(seed=" in cell.source)
+    return next(
+        cell.source for cell in notebook.cells if cell.cell_type == "code" and "workbook.setup(seed=" in cell.source
+    )
 
 
 def test_readme_has_an_open_in_colab_badge_for_every_notebook_in_this_repository():
@@ -223,8 +241,9 @@ def test_notebook_opens_with_its_own_colab_badge_and_installs_the_workbook_from_
     setup = notebook_setup_source(notebook)
     install = INSTALL_LINE.search(setup)
     assert install, f"{path.name}: the Setup cell should install the workbook from git+https://github.com/..."
-    assert install.groups() == (repository, ref), \
+    assert install.groups() == (repository, ref), (
         f"{path.name}: the badge opens {repository}@{ref}, the Setup cell installs {install.group(1)}@{install.group(2)}"
+    )
     # Only the workbook: Colab's TensorFlow, Keras and ipywidgets stay; the tests point it at this checkout.
     assert "%pip install --quiet --no-deps {install_source}" in setup
     assert 'os.environ.get("WORKBOOK_INSTALL_SOURCE"' in setup
@@ -235,8 +254,11 @@ def test_notebook_opens_with_its_own_colab_badge_and_installs_the_workbook_from_
 
 
 def test_ci_runs_make_test():
-    commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
-                if line.strip() and not line.strip().startswith("#")]
+    commands = [
+        line.strip()
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
     assert "make test" in commands
 
 
@@ -253,19 +275,32 @@ def test_the_oldest_end_is_skipped_loudly_without_a_package_index(tmp_path):
     for name in ("constraints-oldest.txt", "pyproject.toml", "scripts/test_oldest_end.sh"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text((ROOT / name).read_text())
-    environment = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
-                   "PIP_NO_CACHE_DIR": "1", "OLDEST_PYTHON": sys.executable}
+    environment = {
+        **os.environ,
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+        "PIP_NO_CACHE_DIR": "1",
+        "OLDEST_PYTHON": sys.executable,
+    }
     for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "WORKBOOK_SKIP_OLDEST"):
         environment.pop(name, None)
-    run = subprocess.run(["bash", str(tmp_path / "scripts" / "test_oldest_end.sh")], cwd=tmp_path,
-                         env=environment, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "test_oldest_end.sh")],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "SKIPPED: the package index cannot be reached" in run.stdout
     assert "NOT tested" in run.stdout
     assert not (tmp_path / ".venv-oldest").exists()
 
 
-@pytest.mark.parametrize("name", ["keras", "jupyterlab", "ipywidgets", "matplotlib", "numpy", "tensorflow", "tensorflow-cpu"])
+@pytest.mark.parametrize(
+    "name", ["keras", "jupyterlab", "ipywidgets", "matplotlib", "numpy", "tensorflow", "tensorflow-cpu"]
+)
 def test_requirements_pin_the_teaching_stack_compatibly(name):
     requirements = requirements_by_name(ROOT / "requirements.txt")
     assert name in requirements, f"requirements.txt should name {name}"

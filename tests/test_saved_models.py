@@ -13,8 +13,8 @@ import pytest
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
-import workbook  # noqa: E402
-import workbook.layers  # noqa: E402,F401  (registers every workbook layer for loading)
+import workbook
+import workbook.layers  # noqa: F401  (registers every workbook layer for loading)
 
 SAVED = pathlib.Path(__file__).parent / "saved_models"
 EXPECTED = dict(np.load(SAVED / "expected.npz"))

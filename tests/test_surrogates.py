@@ -48,27 +48,65 @@ def smooth_floor_derivative(x, depth=3):
 # name -> (forward, derivative, default params, other params, where forward or derivative jump)
 PUBLISHED = {
     "sign_ste": (plain(np.sign), ones, {}, {}, lambda p: [0.0]),
-    "sign_clipped_ste": (plain(np.sign), lambda x, clip=1.0: (np.abs(x) <= clip).astype(float),
-                         {"clip": 1.0}, {"clip": 0.4}, lambda p: [0.0, p["clip"], -p["clip"]]),
-    "sign_approx": (plain(np.sign), lambda x: np.where(np.abs(x) <= 1, 2 - 2 * np.abs(x), 0.0),
-                    {}, {}, lambda p: [0.0]),
-    "sign_swish": (plain(np.sign), lambda x, beta=5.0:
-                   beta * (2 - beta * x * np.tanh(beta * x / 2)) / (1 + np.cosh(beta * x)),
-                   {"beta": 5.0}, {"beta": 2.5}, lambda p: [0.0]),
-    "step_fast_sigmoid": (plain(heaviside), lambda x, slope=25.0: 1 / (1 + slope * np.abs(x)) ** 2,
-                          {"slope": 25.0}, {"slope": 7.0}, lambda p: [0.0]),
-    "step_sigmoid": (plain(heaviside), lambda x, slope=25.0:
-                     slope * sigmoid(slope * x) * (1 - sigmoid(slope * x)),
-                     {"slope": 25.0}, {"slope": 4.0}, lambda p: [0.0]),
-    "step_atan": (plain(heaviside), lambda x, alpha=2.0: (alpha / 2) / (1 + (np.pi / 2 * alpha * x) ** 2),
-                  {"alpha": 2.0}, {"alpha": 5.0}, lambda p: [0.0]),
+    "sign_clipped_ste": (
+        plain(np.sign),
+        lambda x, clip=1.0: (np.abs(x) <= clip).astype(float),
+        {"clip": 1.0},
+        {"clip": 0.4},
+        lambda p: [0.0, p["clip"], -p["clip"]],
+    ),
+    "sign_approx": (
+        plain(np.sign),
+        lambda x: np.where(np.abs(x) <= 1, 2 - 2 * np.abs(x), 0.0),
+        {},
+        {},
+        lambda p: [0.0],
+    ),
+    "sign_swish": (
+        plain(np.sign),
+        lambda x, beta=5.0: beta * (2 - beta * x * np.tanh(beta * x / 2)) / (1 + np.cosh(beta * x)),
+        {"beta": 5.0},
+        {"beta": 2.5},
+        lambda p: [0.0],
+    ),
+    "step_fast_sigmoid": (
+        plain(heaviside),
+        lambda x, slope=25.0: 1 / (1 + slope * np.abs(x)) ** 2,
+        {"slope": 25.0},
+        {"slope": 7.0},
+        lambda p: [0.0],
+    ),
+    "step_sigmoid": (
+        plain(heaviside),
+        lambda x, slope=25.0: slope * sigmoid(slope * x) * (1 - sigmoid(slope * x)),
+        {"slope": 25.0},
+        {"slope": 4.0},
+        lambda p: [0.0],
+    ),
+    "step_atan": (
+        plain(heaviside),
+        lambda x, alpha=2.0: (alpha / 2) / (1 + (np.pi / 2 * alpha * x) ** 2),
+        {"alpha": 2.0},
+        {"alpha": 5.0},
+        lambda p: [0.0],
+    ),
     "round_ste": (plain(np.round), ones, {}, {}, lambda p: np.arange(-10, 10) + 0.5),
     "floor_ste": (plain(np.floor), ones, {}, {}, lambda p: np.arange(-10, 11.0)),
-    "floor_smooth": (plain(np.floor), smooth_floor_derivative, {"depth": 3}, {"depth": 2},
-                     lambda p: np.arange(-10, 11.0)),
+    "floor_smooth": (
+        plain(np.floor),
+        smooth_floor_derivative,
+        {"depth": 3},
+        {"depth": 2},
+        lambda p: np.arange(-10, 11.0),
+    ),
     "sigmoid_identity": (plain(sigmoid), ones, {}, {}, lambda p: []),
-    "cast_int_ste": (lambda x, scale=1.0: np.trunc(x * scale) / scale, ones,
-                     {"scale": 1.0}, {"scale": 4.0}, lambda p: np.arange(-40, 41) / p["scale"]),
+    "cast_int_ste": (
+        lambda x, scale=1.0: np.trunc(x * scale) / scale,
+        ones,
+        {"scale": 1.0},
+        {"scale": 4.0},
+        lambda p: np.arange(-40, 41) / p["scale"],
+    ),
 }
 
 
@@ -141,16 +179,24 @@ def test_round_is_half_to_even():
 def test_true_derivative_is_what_autodiff_of_the_forward_alone_gives():
     x = tf.constant([-1.3, -0.2, 0.7, 2.1])
     none = {name: SURROGATES[name].true_derivative_is_none for name in PUBLISHED}
-    assert not any(none[n] for n in ("sign_ste", "sign_clipped_ste", "sign_approx", "sign_swish",
-                                     "sigmoid_identity"))
-    assert all(none[n] for n in ("step_fast_sigmoid", "step_sigmoid", "step_atan", "round_ste",
-                                 "floor_ste", "floor_smooth", "cast_int_ste"))
+    assert not any(none[n] for n in ("sign_ste", "sign_clipped_ste", "sign_approx", "sign_swish", "sigmoid_identity"))
+    assert all(
+        none[n]
+        for n in (
+            "step_fast_sigmoid",
+            "step_sigmoid",
+            "step_atan",
+            "round_ste",
+            "floor_ste",
+            "floor_smooth",
+            "cast_int_ste",
+        )
+    )
     for name in PUBLISHED:
         if name != "sigmoid_identity":
             np.testing.assert_array_equal(SURROGATES[name].true_derivative(x).numpy(), 0.0)
     s = sigmoid(x.numpy().astype(float))
-    np.testing.assert_allclose(SURROGATES["sigmoid_identity"].true_derivative(x).numpy(), s * (1 - s),
-                               rtol=1e-6)
+    np.testing.assert_allclose(SURROGATES["sigmoid_identity"].true_derivative(x).numpy(), s * (1 - s), rtol=1e-6)
 
 
 def test_with_params_refuses_unknown_names_and_bad_values():
@@ -181,6 +227,7 @@ def test_every_entry_has_a_formula_a_source_and_a_docstring():
 
 
 # --- surrogate() and straight_through() wherever Keras runs them --------------------------
+
 
 def fast_sigmoid_numpy(x):
     return 1 / (1 + 10 * np.abs(x)) ** 2
@@ -239,8 +286,7 @@ def models():
     }
 
 
-@pytest.mark.parametrize(
-    "kind", ["sequential_lambda", "functional_direct", "functional_lambda", "subclassed"])
+@pytest.mark.parametrize("kind", ["sequential_lambda", "functional_direct", "functional_lambda", "subclassed"])
 def test_surrogate_inside_keras_models(kind):
     model = models()[kind]
     x = np.random.default_rng(2).uniform(-1, 1, (4, 6)).astype("float32")
@@ -252,8 +298,9 @@ def test_surrogate_inside_keras_models(kind):
 def train_before_layer(bottleneck):
     """Fit Dense -> bottleneck -> Dense; return how far the first Dense's kernel moved."""
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, name="before"), bottleneck,
-                              keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(4, name="before"), bottleneck, keras.layers.Dense(1)]
+    )
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     before = model.get_layer("before").kernel.numpy().copy()
     rng = np.random.default_rng(0)
@@ -275,10 +322,14 @@ def test_wrong_derivative_shape_or_dtype_is_a_value_error():
     wrong_dtype = surrogate(keras.ops.sign, lambda x: keras.ops.ones_like(x, dtype="float32"), name="f32")
     with pytest.raises(ValueError, match=r"'f32'.*float32.*float16"):
         tape_gradient(wrong_dtype, np.ones(3, "float16"))
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2),
-                              keras.layers.Lambda(surrogate(
-                                  keras.ops.sign, lambda x: keras.ops.sum(x, axis=-1), name="summed")),
-                              keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [
+            keras.Input((3,)),
+            keras.layers.Dense(2),
+            keras.layers.Lambda(surrogate(keras.ops.sign, lambda x: keras.ops.sum(x, axis=-1), name="summed")),
+            keras.layers.Dense(1),
+        ]
+    )
     model.compile("sgd", "mse")
     with pytest.raises(ValueError, match=r"'summed'.*\(None,\).*\(None, 2\)"):
         model.fit(np.ones((4, 3)), np.ones((4, 1)), verbose=0)
@@ -320,6 +371,9 @@ def test_smooth_floor_is_the_nest_and_floor_smooth_backpropagates_its_derivative
         with tf.GradientTape() as tape:
             tape.watch(xt)
             y = smooth_floor(xt, depth)
-        np.testing.assert_allclose(tape.gradient(y, xt).numpy(),
-                                   SURROGATES["floor_smooth"].with_params(depth=depth).derivative(x),
-                                   rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(
+            tape.gradient(y, xt).numpy(),
+            SURROGATES["floor_smooth"].with_params(depth=depth).derivative(x),
+            rtol=1e-9,
+            atol=1e-12,
+        )

@@ -11,7 +11,8 @@ import numbers
 
 import numpy as np
 
-from .checks import check_range, report_mismatch
+from .arguments import check_range
+from .checks import report_mismatch
 
 __all__ = ["check_quantizer", "check_gradient_fix", "check_reconstruction", "LEVELS"]
 
@@ -78,8 +79,10 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
         return True
 
     if grad is None:
-        print(f"✗ {name}(x) has no gradient at all (TensorFlow gives None): backprop stops inside it. "
-              f"Replace its gradient, e.g. with workbook.surrogate(forward, derivative).")
+        print(
+            f"✗ {name}(x) has no gradient at all (TensorFlow gives None): backprop stops inside it. "
+            f"Replace its gradient, e.g. with workbook.surrogate(forward, derivative)."
+        )
         return False
     got_derivative = _as_array(grad, x.shape, f"the gradient of {name}")
     inside = ((x >= 0) & (x <= 1)).astype(float)
@@ -144,7 +147,9 @@ def check_gradient_fix(fixed, original, derivative=None, example=None, seed=0):
         return False
 
     flat = x.reshape(-1) if expected.shape == x.shape else np.arange(expected.size, dtype="float32")
-    if not report_mismatch(f"{name}(x)", f"{_name(original, 'the original')}(x)", flat, expected.reshape(-1), got.reshape(-1)):
+    if not report_mismatch(
+        f"{name}(x)", f"{_name(original, 'the original')}(x)", flat, expected.reshape(-1), got.reshape(-1)
+    ):
         print("  A fix changes the backward pass only: the values going forward must stay the same.")
         return False
     print(f"✓ {name}(x) returns the same values as {_name(original, 'the original')}(x) on {x.size:,} inputs.")
@@ -156,7 +161,9 @@ def check_gradient_fix(fixed, original, derivative=None, example=None, seed=0):
         return _no_break_left(fixed, xt, name)
     flat = x.reshape(-1)
     got_derivative = _as_array(grad, x.shape, f"the gradient of {name}").reshape(-1)
-    if not report_mismatch(f"the gradient of {name}", "derivative(x)", flat, expected_derivative.reshape(-1), got_derivative):
+    if not report_mismatch(
+        f"the gradient of {name}", "derivative(x)", flat, expected_derivative.reshape(-1), got_derivative
+    ):
         if np.allclose(got_derivative, 0):
             _explain_break(fixed, xt)
         return False
@@ -193,8 +200,11 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
     """
     import keras
 
-    for argument, value in (("target_mse", target_mse), ("seconds", seconds),
-                            ("time_budget_seconds", time_budget_seconds)):
+    for argument, value in (
+        ("target_mse", target_mse),
+        ("seconds", seconds),
+        ("time_budget_seconds", time_budget_seconds),
+    ):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
             raise ValueError(f"{argument}={value!r} must be a number of at least 0.")
     x_test = np.asarray(x_test, dtype="float32")
@@ -216,21 +226,26 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
         print(f"✓ test reconstruction MSE {mse:.5f} <= target {target_mse:g} ({len(x_test):,} test images).")
     else:
         worst = int(np.argmax(np.mean((reconstructions.reshape(x_test.shape) - x_test) ** 2, axis=(1, 2, 3))))
-        print(f"✗ test reconstruction MSE {mse:.5f} is above the target {target_mse:g} "
-              f"({len(x_test):,} test images; the worst is x_test[{worst}]). Train longer, or try "
-              f"another learning rate, within the time budget.")
+        print(
+            f"✗ test reconstruction MSE {mse:.5f} is above the target {target_mse:g} "
+            f"({len(x_test):,} test images; the worst is x_test[{worst}]). Train longer, or try "
+            f"another learning rate, within the time budget."
+        )
     results.append(mse <= target_mse)
 
     if seconds <= time_budget_seconds:
         print(f"✓ training took {seconds:.0f} s, within the budget of {time_budget_seconds:g} s.")
     else:
-        print(f"✗ training took {seconds:.0f} s, over the budget of {time_budget_seconds:g} s. If you "
-              f"paused between cells, run the clock cell, your training cell and this check again.")
+        print(
+            f"✗ training took {seconds:.0f} s, over the budget of {time_budget_seconds:g} s. If you "
+            f"paused between cells, run the clock cell, your training cell and this check again."
+        )
     results.append(seconds <= time_budget_seconds)
     return all(results)
 
 
 # --- the pieces of check_reconstruction ------------------------------------------------
+
 
 def _check_code(model, probe):
     """✓ if the layer named ``bottleneck`` is quantize_2bit's forward on ``probe``: the four levels."""
@@ -240,12 +255,16 @@ def _check_code(model, probe):
         layer = model.get_layer("bottleneck")
     except ValueError:
         names = ", ".join(layer.name for layer in model.layers)
-        print(f"✗ model has no layer named 'bottleneck' (its layers: {names}). "
-              f"Build it with workbook.autoencoder(bottleneck=...).")
+        print(
+            f"✗ model has no layer named 'bottleneck' (its layers: {names}). "
+            f"Build it with workbook.autoencoder(bottleneck=...)."
+        )
         return False
     if layer.weights:
-        print(f"✗ the bottleneck has weights ({', '.join(w.name for w in layer.weights)}); part (c) is graded "
-              f"with a quantizer that has none. Use your quantizer as the bottleneck.")
+        print(
+            f"✗ the bottleneck has weights ({', '.join(w.name for w in layer.weights)}); part (c) is graded "
+            f"with a quantizer that has none. Use your quantizer as the bottleneck."
+        )
         return False
     try:
         inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
@@ -258,8 +277,10 @@ def _check_code(model, probe):
     if distance.max() > 1e-5:
         value = code.reshape(-1)[int(np.argmax(distance))]
         image = int(np.argmax(distance)) // (code.size // len(probe))
-        print(f"✗ the bottleneck outputs {value:.4g} for x_test[{image}]; a 2-bit code takes only "
-              f"the values 0, 1/3, 2/3 and 1. Use your quantizer as the bottleneck.")
+        print(
+            f"✗ the bottleneck outputs {value:.4g} for x_test[{image}]; a 2-bit code takes only "
+            f"the values 0, 1/3, 2/3 and 1. Use your quantizer as the bottleneck."
+        )
         return False
     # The grader measures part (c) again with round(3 clip(x, 0, 1)) / 3 as the bottleneck.
     near_tie = np.zeros(before.shape, dtype=bool)
@@ -268,8 +289,10 @@ def _check_code(model, probe):
     wrong = (np.abs(code - np.round(3 * np.clip(before, 0, 1)) / 3) > 1e-5) & ~near_tie
     if wrong.any():
         i = int(np.argmax(wrong.reshape(-1)))
-        print(f"✗ the bottleneck maps {before.reshape(-1)[i]:.4g} to {code.reshape(-1)[i]:.4g}, not to "
-              f"round(3 clip(x, 0, 1)) / 3; part (c) is graded with that quantizer (quantize_2bit's forward).")
+        print(
+            f"✗ the bottleneck maps {before.reshape(-1)[i]:.4g} to {code.reshape(-1)[i]:.4g}, not to "
+            f"round(3 clip(x, 0, 1)) / 3; part (c) is graded with that quantizer (quantize_2bit's forward)."
+        )
         return False
     used = np.unique(np.round(code * 3).astype(int))
     names = ", ".join(("0", "1/3", "2/3", "1")[level] for level in used)
@@ -324,6 +347,7 @@ def _no_break_left(fn, xt, name):
 
 
 # --- small pieces ----------------------------------------------------------------------
+
 
 def _name(fn, default):
     name = getattr(fn, "name", None) or getattr(fn, "__name__", None)

@@ -77,16 +77,22 @@ class GuardedExecute(Execute):
         before = workbook_digest()
         nb, resources = super().preprocess(nb, resources=resources, km=km)
         if workbook_digest() != before:
-            raise RuntimeError("The workbook package on disk changed while this submission was graded: its code "
-                               "rewrote the grader's files. Reinstall the workbook, review the submission by hand, "
-                               "and grade the others again.")
+            raise RuntimeError(
+                "The workbook package on disk changed while this submission was graded: its code "
+                "rewrote the grader's files. Reinstall the workbook, review the submission by hand, "
+                "and grade the others again."
+            )
         self._refuse_after_tampering(nb)
         return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
         if time.monotonic() - self._started > self.max_submission_seconds:
-            cell.outputs = [_error("SubmissionTimeLimit", f"not run: the submission used up its "
-                                   f"{self.max_submission_seconds} s before this cell")]
+            cell.outputs = [
+                _error(
+                    "SubmissionTimeLimit",
+                    f"not run: the submission used up its {self.max_submission_seconds} s before this cell",
+                )
+            ]
             return cell, self.resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
@@ -106,18 +112,25 @@ class GuardedExecute(Execute):
         self._kernel_restarts += 1
         what = "the kernel died" if isinstance(failure, DeadKernelError) else "the kernel could not be interrupted"
         self.log.warning("In cell %d %s; grading goes on in a new kernel.", index, what)
-        cell.outputs.append(_error(type(failure).__name__, (
-            f"{what} while running this cell (os._exit, a crash, running out of memory, or an endless "
-            f"loop that ignores interrupts). The cells before it were run again in a new kernel, and "
-            f"grading went on with the next cell.")))
+        cell.outputs.append(
+            _error(
+                type(failure).__name__,
+                (
+                    f"{what} while running this cell (os._exit, a crash, running out of memory, or an endless "
+                    f"loop that ignores interrupts). The cells before it were run again in a new kernel, and "
+                    f"grading went on with the next cell."
+                ),
+            )
+        )
         run_sync(self._new_kernel)()
         for earlier_index, earlier in enumerate(self.nb.cells[:index]):
             if earlier.cell_type == "code":  # again, for the state; the first run's outputs stay
                 try:
                     self.execute_cell(copy.deepcopy(earlier), earlier_index, store_history=False)
                 except (DeadKernelError, CellTimeoutError) as again:
-                    raise RuntimeError(f"the kernel died again while cell {earlier_index} was run a second "
-                                       f"time") from again
+                    raise RuntimeError(
+                        f"the kernel died again while cell {earlier_index} was run a second time"
+                    ) from again
 
     async def _new_kernel(self):
         await ensure_async(self.km.restart_kernel(now=True))
@@ -128,9 +141,11 @@ class GuardedExecute(Execute):
         if not self._tampering:
             return
         first_index, line_number, line, reason = self._tampering[0]
-        message = (f"not graded automatically: cell {first_index}, line {line_number} ({line.strip()!r}) "
-                   f"{reason}. Checks after it cannot be trusted; the instructor reviews this submission.")
+        message = (
+            f"not graded automatically: cell {first_index}, line {line_number} ({line.strip()!r}) "
+            f"{reason}. Checks after it cannot be trusted; the instructor reviews this submission."
+        )
         self.log.warning("Tampering? %s", message)
-        for cell in nb.cells[first_index + 1:]:
+        for cell in nb.cells[first_index + 1 :]:
             if _is_test_cell(cell):
                 cell.outputs.append(_error("NotGradedAutomatically", message))

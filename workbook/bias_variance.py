@@ -16,8 +16,7 @@ import numpy as np
 
 from .estimators import ESTIMATORS, check_estimator, check_tau, sample_latent
 
-__all__ = ["DiscreteProblem", "make_problem", "BiasVariance", "measure_bias_and_variance",
-           "measure_estimators"]
+__all__ = ["DiscreteProblem", "make_problem", "BiasVariance", "measure_bias_and_variance", "measure_estimators"]
 
 #: Most outcomes :class:`DiscreteProblem` will list to compute the exact gradient.
 MAX_OUTCOMES = 4096
@@ -114,15 +113,20 @@ def make_problem(latent="bernoulli", n_latents=6, n_classes=3, n_outputs=8, seed
     seed : int
     """
     check_estimator("straight_through", latent, owner="make_problem")
-    for name, value, low in (("n_latents", n_latents, 1), ("n_classes", n_classes, 2),
-                             ("n_outputs", n_outputs, 1), ("seed", seed, 0)):
+    for name, value, low in (
+        ("n_latents", n_latents, 1),
+        ("n_classes", n_classes, 2),
+        ("n_outputs", n_outputs, 1),
+        ("seed", seed, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise ValueError(f"make_problem: {name}={value!r} must be a whole number of at least {low}.")
     classes = 2 if latent == "bernoulli" else n_classes
-    if classes ** n_latents > MAX_OUTCOMES:
+    if classes**n_latents > MAX_OUTCOMES:
         raise ValueError(
-            f"make_problem: {classes} ** n_latents = {classes ** n_latents} outcomes is too many to list; "
-            f"keep it at most {MAX_OUTCOMES} (e.g. n_latents={int(np.log(MAX_OUTCOMES) / np.log(classes))}).")
+            f"make_problem: {classes} ** n_latents = {classes**n_latents} outcomes is too many to list; "
+            f"keep it at most {MAX_OUTCOMES} (e.g. n_latents={int(np.log(MAX_OUTCOMES) / np.log(classes))})."
+        )
     rng = np.random.default_rng(seed)
     shape = (n_latents,) if latent == "bernoulli" else (n_latents, n_classes)
     logits = rng.normal(0.0, 1.0, shape)
@@ -244,30 +248,45 @@ def measure_bias_and_variance(estimator, problem=None, n_samples=1000, tau=1.0, 
     check_estimator(estimator, owner="measure_bias_and_variance")
     tau = check_tau(tau, owner="measure_bias_and_variance")
     if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) or not 2 <= n_samples <= 1_000_000:
-        raise ValueError(f"measure_bias_and_variance: n_samples={n_samples!r} must be a whole number "
-                         f"from 2 to 1000000, e.g. n_samples=1000.")
-    if baseline_decay is not None and (isinstance(baseline_decay, bool) or not isinstance(baseline_decay, numbers.Real)
-                                       or not 0 <= baseline_decay < 1):
-        raise ValueError(f"measure_bias_and_variance: baseline_decay={baseline_decay!r} must be a number "
-                         f"in [0, 1), e.g. 0.9, or None for no baseline.")
+        raise ValueError(
+            f"measure_bias_and_variance: n_samples={n_samples!r} must be a whole number "
+            f"from 2 to 1000000, e.g. n_samples=1000."
+        )
+    if baseline_decay is not None and (
+        isinstance(baseline_decay, bool) or not isinstance(baseline_decay, numbers.Real) or not 0 <= baseline_decay < 1
+    ):
+        raise ValueError(
+            f"measure_bias_and_variance: baseline_decay={baseline_decay!r} must be a number "
+            f"in [0, 1), e.g. 0.9, or None for no baseline."
+        )
     problem = make_problem() if problem is None else problem
     if not isinstance(problem, DiscreteProblem):
-        raise ValueError(f"measure_bias_and_variance: problem={problem!r} must be a DiscreteProblem, "
-                         f"e.g. workbook.make_problem('bernoulli', n_latents=6).")
+        raise ValueError(
+            f"measure_bias_and_variance: problem={problem!r} must be a DiscreteProblem, "
+            f"e.g. workbook.make_problem('bernoulli', n_latents=6)."
+        )
     gradients = single_sample_gradients(problem, estimator, int(n_samples), tau, baseline_decay, seed)
     exact = problem.exact_gradient()
     mean = gradients.mean(axis=0)
     spread = gradients.std(axis=0, ddof=1)
-    variance = float(np.sum(spread ** 2))
+    variance = float(np.sum(spread**2))
     bias = mean - exact
     uses_tau = estimator.startswith("gumbel")
-    return BiasVariance(estimator, tau if uses_tau else None, int(n_samples), exact, mean, bias,
-                        float(np.linalg.norm(bias)), variance, spread / np.sqrt(n_samples),
-                        float(np.sqrt(variance / n_samples)))
+    return BiasVariance(
+        estimator,
+        tau if uses_tau else None,
+        int(n_samples),
+        exact,
+        mean,
+        bias,
+        float(np.linalg.norm(bias)),
+        variance,
+        spread / np.sqrt(n_samples),
+        float(np.sqrt(variance / n_samples)),
+    )
 
 
-def measure_estimators(problem=None, taus=(0.1, 0.25, 0.5, 1.0, 2.0), n_samples=1000, baseline_decay=0.9,
-                       seed=0):
+def measure_estimators(problem=None, taus=(0.1, 0.25, 0.5, 1.0, 2.0), n_samples=1000, baseline_decay=0.9, seed=0):
     """:func:`measure_bias_and_variance` for every estimator, the Gumbel-softmax ones at every ``tau``.
 
     Introduced in 06_beyond_straight_through.ipynb. Every measurement uses the same noise
@@ -278,12 +297,12 @@ def measure_estimators(problem=None, taus=(0.1, 0.25, 0.5, 1.0, 2.0), n_samples=
     list of BiasVariance
     """
     if not taus or isinstance(taus, (str, numbers.Number)):
-        raise ValueError(f"measure_estimators: taus={taus!r} must be a non-empty list of temperatures, "
-                         f"e.g. taus=(0.25, 0.5, 1.0).")
+        raise ValueError(
+            f"measure_estimators: taus={taus!r} must be a non-empty list of temperatures, e.g. taus=(0.25, 0.5, 1.0)."
+        )
     problem = make_problem() if problem is None else problem
     results = []
     for estimator in ESTIMATORS:
-        for tau in (taus if estimator.startswith("gumbel") else (1.0,)):
+        for tau in taus if estimator.startswith("gumbel") else (1.0,):
             results.append(measure_bias_and_variance(estimator, problem, n_samples, tau, baseline_decay, seed))
     return results
-

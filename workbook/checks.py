@@ -7,11 +7,14 @@ import numbers
 
 import numpy as np
 
+from .arguments import check_range
+
 __all__ = ["check_surrogate"]
 
 
-def check_surrogate(fn, forward, derivative, x_range=(-3, 3), n_points=601, n_samples=400,
-                    dtype="float32", rtol=1e-4, atol=1e-5, seed=0):
+def check_surrogate(
+    fn, forward, derivative, x_range=(-3, 3), n_points=601, n_samples=400, dtype="float32", rtol=1e-4, atol=1e-5, seed=0
+):
     """Check that ``fn`` forwards ``forward(x)`` and backpropagates ``derivative(x)``.
 
     Introduced in 01_forward_and_backward.ipynb. ``fn`` is evaluated on a grid and at
@@ -66,9 +69,11 @@ def check_surrogate(fn, forward, derivative, x_range=(-3, 3), n_points=601, n_sa
     if not report_mismatch(f"{name}(x)", "forward(x)", x, expected_y, got_y, rtol, atol):
         return False
     if grad is None:
-        print(f"✗ {name}(x) has no gradient at all (TensorFlow gives None): backprop stops inside "
-              f"{name}. Wrap the forward so that its gradient is replaced, e.g. with "
-              f"workbook.surrogate(forward, derivative) or tf.custom_gradient.")
+        print(
+            f"✗ {name}(x) has no gradient at all (TensorFlow gives None): backprop stops inside "
+            f"{name}. Wrap the forward so that its gradient is replaced, e.g. with "
+            f"workbook.surrogate(forward, derivative) or tf.custom_gradient."
+        )
         return False
     got_d = _numpy(grad, x.shape)
     if not report_mismatch(f"the gradient of {name}", "derivative(x)", x, expected_d, got_d, rtol, atol):
@@ -78,8 +83,10 @@ def check_surrogate(fn, forward, derivative, x_range=(-3, 3), n_points=601, n_sa
             print("  The gradient is 1 everywhere: a straight-through estimator, not your derivative.")
         return False
     worst = max(np.abs(got_y - expected_y).max(), np.abs(got_d - expected_d).max())
-    print(f"✓ {name} passes: at {len(x):,} inputs in {list(x_range)} it returns forward(x) and "
-          f"backprop uses derivative(x) (largest difference {worst:.2g}).")
+    print(
+        f"✓ {name} passes: at {len(x):,} inputs in {list(x_range)} it returns forward(x) and "
+        f"backprop uses derivative(x) (largest difference {worst:.2g})."
+    )
     return True
 
 
@@ -118,15 +125,6 @@ def _numpy(value, shape):
     return array
 
 
-def check_range(argument, value):
-    """Refuse anything but two finite numbers (low, high) with low < high, naming ``argument``."""
-    ok = (isinstance(value, (tuple, list)) and len(value) == 2
-          and all(isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) for v in value)
-          and value[0] < value[1])
-    if not ok:
-        raise ValueError(f"{argument}={value!r} must be two finite numbers (low, high) with low < high.")
-
-
 def report_mismatch(what, reference, x, expected, got, rtol=1e-5, atol=1e-5):
     """True if ``got`` matches ``expected``; else print how many inputs differ and the worst one.
 
@@ -137,6 +135,8 @@ def report_mismatch(what, reference, x, expected, got, rtol=1e-5, atol=1e-5):
         return True
     difference = np.nan_to_num(np.where(bad, np.abs(got - expected), -1), nan=np.inf)
     i = int(np.argmax(difference))
-    print(f"✗ {what} differs from {reference} at {int(bad.sum()):,} of {len(x):,} inputs.\n"
-          f"  Worst at x = {x[i]:.6g}: expected {expected[i]:.6g}, got {got[i]:.6g}.")
+    print(
+        f"✗ {what} differs from {reference} at {int(bad.sum()):,} of {len(x):,} inputs.\n"
+        f"  Worst at x = {x[i]:.6g}: expected {expected[i]:.6g}, got {got[i]:.6g}."
+    )
     return False

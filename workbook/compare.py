@@ -36,8 +36,20 @@ class BottleneckRun:
     warnings: list = field(default_factory=list)
 
 
-def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_size=64, seed=0,
-                        live=False, every=5, x_train=None, x_test=None, source="auto", show=True):
+def compare_bottlenecks(
+    bottlenecks,
+    epochs=2,
+    n_train=2000,
+    n_test=500,
+    batch_size=64,
+    seed=0,
+    live=False,
+    every=5,
+    x_train=None,
+    x_test=None,
+    source="auto",
+    show=True,
+):
     """Train one autoencoder per bottleneck on the same data and seed; show and return the results.
 
     Introduced in 04_autoencoder_lab.ipynb.
@@ -72,7 +84,8 @@ def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_s
     if not isinstance(bottlenecks, dict) or not bottlenecks:
         raise ValueError(
             f"bottlenecks={bottlenecks!r} must be a non-empty dict of label -> bottleneck, "
-            "e.g. {'identity': None, 'cast_int_ste': 'cast_int_ste'}.")
+            "e.g. {'identity': None, 'cast_int_ste': 'cast_int_ste'}."
+        )
     for name, value in (("epochs", epochs), ("batch_size", batch_size), ("every", every)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name}={value!r} must be a whole number of at least 1.")
@@ -82,8 +95,8 @@ def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_s
     import keras
 
     from workbook.data import load_mnist
-    from workbook.models import autoencoder
     from workbook.figures import show_figure
+    from workbook.models import autoencoder
     from workbook.monitoring import GradientNormMonitor
 
     if x_train is None:
@@ -96,12 +109,24 @@ def compare_bottlenecks(bottlenecks, epochs=2, n_train=2000, n_test=500, batch_s
         monitor = GradientNormMonitor(every=every, live=live)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            fitted = model.fit(x_train, x_train, epochs=epochs, batch_size=batch_size,
-                               validation_data=(x_test, x_test), callbacks=[monitor], verbose=0)
+            fitted = model.fit(
+                x_train,
+                x_train,
+                epochs=epochs,
+                batch_size=batch_size,
+                validation_data=(x_test, x_test),
+                callbacks=[monitor],
+                verbose=0,
+            )
         reconstruction = model.predict(x_test, batch_size=256, verbose=0)
-        runs[label] = BottleneckRun(str(label), model, dict(fitted.history), monitor.history,
-                                    float(np.mean((reconstruction - x_test) ** 2)),
-                                    sorted({str(warning.message) for warning in caught}))
+        runs[label] = BottleneckRun(
+            str(label),
+            model,
+            dict(fitted.history),
+            monitor.history,
+            float(np.mean((reconstruction - x_test) ** 2)),
+            sorted({str(warning.message) for warning in caught}),
+        )
     if show:
         for figure in comparison_figures(runs, x_test):
             show_figure(figure)
@@ -134,8 +159,10 @@ def comparison_figures(runs, x_test, n_images=8):
     ax.set_xlabel("epoch")
     ax.set_ylabel("mean squared error")
     ax.set_title("Reconstruction loss")
-    styles = [Line2D([], [], color="black", marker="o", ls="-", label="training digits"),
-              Line2D([], [], color="black", marker="s", ls="--", alpha=0.7, label="test digits")]
+    styles = [
+        Line2D([], [], color="black", marker="o", ls="-", label="training digits"),
+        Line2D([], [], color="black", marker="s", ls="--", alpha=0.7, label="test digits"),
+    ]
     # Beside the axes, so that no legend covers a curve: one entry per bottleneck, two styles.
     handles = [*ax.get_legend_handles_labels()[0], Line2D([], [], ls="none", label=" "), *styles]
     losses.legend(handles=handles, loc="outside right upper", fontsize="small")
@@ -153,21 +180,27 @@ def comparison_figures(runs, x_test, n_images=8):
     reserve = max(len(rows_below_the_break(history)) for history in histories)
     for ax, label, history in zip(axes, labels, histories):
         draw_gradient_norms(ax, history, title=label, decades=decades, legend=False, reserve_rows=reserve)
-    for ax in axes[len(labels):]:
+    for ax in axes[len(labels) :]:
         ax.set_visible(False)
-    handles = {line.get_label(): line for ax in axes for line in ax.lines
-               if not line.get_label().startswith("_")}
-    norms.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=len(handles),
-                 fontsize="small", title="gradient norm of each layer (same y-axis in every panel)",
-                 title_fontsize="small")
+    handles = {line.get_label(): line for ax in axes for line in ax.lines if not line.get_label().startswith("_")}
+    norms.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=len(handles),
+        fontsize="small",
+        title="gradient norm of each layer (same y-axis in every panel)",
+        title_fontsize="small",
+    )
 
     n_images = min(n_images, len(x_test))
     grid = new_figure(figsize=(1.1 * n_images + 1.6, 1.15 * (len(labels) + 1)))
     cells = grid.subplots(len(labels) + 1, n_images, squeeze=False)
     rows_of_images = [("original", x_test[:n_images])]
     for label in labels:
-        rows_of_images.append((f"{label}\nMSE {runs[label].test_mse:.4f}",
-                               runs[label].model.predict(x_test[:n_images], verbose=0)))
+        rows_of_images.append(
+            (f"{label}\nMSE {runs[label].test_mse:.4f}", runs[label].model.predict(x_test[:n_images], verbose=0))
+        )
     for r, (name, images) in enumerate(rows_of_images):
         for c in range(n_images):
             cell = cells[r, c]
@@ -191,5 +224,7 @@ def gradient_norms(model, x):
     with tf.GradientTape() as tape:
         loss = model.compute_loss(x=x, y=x, y_pred=model(x, training=True))
     gradients = tape.gradient(loss, model.trainable_variables)
-    return {variable.path: None if gradient is None else float(tf.norm(gradient))
-            for variable, gradient in zip(model.trainable_variables, gradients)}
+    return {
+        variable.path: None if gradient is None else float(tf.norm(gradient))
+        for variable, gradient in zip(model.trainable_variables, gradients)
+    }

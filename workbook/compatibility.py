@@ -25,8 +25,14 @@ MINIMUM_VERSIONS = {
 }
 
 #: TensorFlow is published under several names; any one of them provides ``import tensorflow``.
-TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tensorflow-intel",
-                            "tf-nightly", "tf-nightly-cpu")
+TENSORFLOW_DISTRIBUTIONS = (
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-macos",
+    "tensorflow-intel",
+    "tf-nightly",
+    "tf-nightly-cpu",
+)
 
 
 class UnsupportedVersionError(RuntimeError):
@@ -82,17 +88,26 @@ def version_problems(found):
 
 def what_to_do(problems, colab):
     """How a student gets past `problems`, on Colab or on their own machine."""
-    packages = " ".join(f'"{name}>={MINIMUM_VERSIONS[name]}"' for name in MINIMUM_VERSIONS
-                        if name != "python" and any(p.startswith(f"{name} ") for p in problems))
+    packages = " ".join(
+        f'"{name}>={MINIMUM_VERSIONS[name]}"'
+        for name in MINIMUM_VERSIONS
+        if name != "python" and any(p.startswith(f"{name} ") for p in problems)
+    )
     if any(p.startswith("Python ") for p in problems):
-        return ("Use Python 3.10 to 3.13: on Colab, Runtime > Change runtime type; on your own computer, "
-                "a newer Python, then `make lab` in the workbook's folder.")
+        return (
+            "Use Python 3.10 to 3.13: on Colab, Runtime > Change runtime type; on your own computer, "
+            "a newer Python, then `make lab` in the workbook's folder."
+        )
     if colab:
-        return (f"In a new cell run  %pip install -U {packages}  then Runtime > Restart session, "
-                "and run this notebook again from the top.")
-    return (f"Run `make lab` in the workbook's folder (it installs the tested versions into .venv), or "
-            f"`pip install -U {packages}` in the environment of this kernel ({sys.executable}), "
-            "then restart the kernel.")
+        return (
+            f"In a new cell run  %pip install -U {packages}  then Runtime > Restart session, "
+            "and run this notebook again from the top."
+        )
+    return (
+        f"Run `make lab` in the workbook's folder (it installs the tested versions into .venv), or "
+        f"`pip install -U {packages}` in the environment of this kernel ({sys.executable}), "
+        "then restart the kernel."
+    )
 
 
 def check_versions():

@@ -153,12 +153,21 @@ def _load_auto():
             return _load_cached_keras(path), f"MNIST: Keras's full data set (60,000 / 10,000) from its cache {path}."
         except ValueError as error:
             # Never repair, move or delete it: it is the user's file.
-            return _load_bundled(), f"{bundled}, because Keras's cached file is damaged and was left untouched: {error}."
+            return (
+                _load_bundled(),
+                f"{bundled}, because Keras's cached file is damaged and was left untouched: {error}.",
+            )
     if not _site_reachable(KERAS_MNIST_URL, PROBE_TIMEOUT_SECONDS):
-        return _load_bundled(), f"{bundled}, because Keras's copy is not cached and its download site cannot be reached."
+        return (
+            _load_bundled(),
+            f"{bundled}, because Keras's copy is not cached and its download site cannot be reached.",
+        )
     arrays = _run_with_timeout(lambda: _download_to_cache(KERAS_MNIST_URL, path), DOWNLOAD_TIMEOUT_SECONDS)
     if arrays is None:
-        return _load_bundled(), f"{bundled}, because downloading Keras's copy did not finish within {DOWNLOAD_TIMEOUT_SECONDS:.0f} s."
+        return (
+            _load_bundled(),
+            f"{bundled}, because downloading Keras's copy did not finish within {DOWNLOAD_TIMEOUT_SECONDS:.0f} s.",
+        )
     return arrays, "MNIST: Keras's full data set (60,000 / 10,000), downloaded just now into its cache."
 
 

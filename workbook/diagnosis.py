@@ -21,6 +21,7 @@ from workbook.layer_causes import explain_disconnected
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 
+
 def find_gradient_breaks(target, example, loss=None):
     """Name the ops, and the lines of your code, that cut the gradient.
 
@@ -90,7 +91,11 @@ def _trace_and_measure(call, arguments, inputs, variables):
     import tensorflow as tf
 
     position = {id(tensor): index for index, tensor in enumerate(arguments)}
-    float_inputs = [(key, position[id(tensor)]) for key, (_, tensor) in zip(_source_keys(inputs, []), inputs) if tensor.dtype.is_floating]
+    float_inputs = [
+        (key, position[id(tensor)])
+        for key, (_, tensor) in zip(_source_keys(inputs, []), inputs)
+        if tensor.dtype.is_floating
+    ]
     keys = [key for key, _ in float_inputs] + [("variable", id(v)) for v in variables]
 
     def outputs_and_flags(*args):
@@ -115,7 +120,9 @@ def _trace_and_measure(call, arguments, inputs, variables):
     traced = (concrete, concrete.structured_outputs["outputs"])
     if flags is None:
         return traced, {}, None
-    verdicts = {key: "none" if flag is None else ("flowing" if bool(flag) else "zero") for key, flag in zip(keys, flags)}
+    verdicts = {
+        key: "none" if flag is None else ("flowing" if bool(flag) else "zero") for key, flag in zip(keys, flags)
+    }
     return traced, verdicts, None
 
 
@@ -123,8 +130,14 @@ def _trace_and_measure(call, arguments, inputs, variables):
 #: once costs more than it saves. Constant folding stays on (it folds away the integer shape
 #: arithmetic, which would otherwise run on oneDNN kernels that log a notice on some CPUs).
 SKIPPED_GRAPPLER_PASSES = (
-    "layout_optimizer", "remapping", "arithmetic_optimization", "dependency_optimization",
-    "loop_optimization", "function_optimization", "debug_stripper", "implementation_selector",
+    "layout_optimizer",
+    "remapping",
+    "arithmetic_optimization",
+    "dependency_optimization",
+    "loop_optimization",
+    "function_optimization",
+    "debug_stripper",
+    "implementation_selector",
 )  # each one on by default
 
 
@@ -137,7 +150,9 @@ def _run_once(concrete, arguments):
     try:
         return concrete(*arguments)
     finally:
-        tf.config.optimizer.set_experimental_options({name: options.get(name, True) for name in SKIPPED_GRAPPLER_PASSES})
+        tf.config.optimizer.set_experimental_options(
+            {name: options.get(name, True) for name in SKIPPED_GRAPPLER_PASSES}
+        )
 
 
 def _measure_eagerly(call, arguments, inputs, variables):
@@ -204,11 +219,23 @@ def _settle_unchecked(report, failure):
     for status in report.sources:
         if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
             reason = "gradient_error" if status.measured == "error" else "measured_none"
-            detail = f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
-            report.findings.append(Finding(
-                "(tape)", status.name, reason, None, None, None, HINTS[reason], f"{status.label}: {detail}",
-                [status.owner], order=10**9,
-            ))
+            detail = (
+                f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
+            )
+            report.findings.append(
+                Finding(
+                    "(tape)",
+                    status.name,
+                    reason,
+                    None,
+                    None,
+                    None,
+                    HINTS[reason],
+                    f"{status.label}: {detail}",
+                    [status.owner],
+                    order=10**9,
+                )
+            )
     report.findings.sort(key=lambda finding: finding.order)
 
 

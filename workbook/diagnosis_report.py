@@ -188,15 +188,31 @@ class Finding:
         if cause and not detail:
             detail, hint = DISCONNECTION_CAUSES[cause]
         return cls(
-            "(none)", status.name, "disconnected", file, line, code, hint or HINTS["disconnected"],
-            detail or f"the output does not depend on {status.label}", [status.owner], order=10**8,
+            "(none)",
+            status.name,
+            "disconnected",
+            file,
+            line,
+            code,
+            hint or HINTS["disconnected"],
+            detail or f"the output does not depend on {status.label}",
+            [status.owner],
+            order=10**8,
         )
 
     @classmethod
     def not_float(cls, status, dtype):
         return cls(
-            "(input)", status.name, "integer_input", None, None, None, HINTS["integer_input"],
-            f"{status.label} is {dtype}", [status.label], order=10**8,
+            "(input)",
+            status.name,
+            "integer_input",
+            None,
+            None,
+            None,
+            HINTS["integer_input"],
+            f"{status.label} is {dtype}",
+            [status.label],
+            order=10**8,
         )
 
     @property
@@ -231,7 +247,17 @@ def untraceable_finding(error, tb, cuts=()):
         why = "numpy on a tensor: the value leaves TensorFlow, and gradients cannot follow it"
     elif "bool" in text or "iterat" in text or "OperatorNotAllowed" in type(error).__name__:
         why = "Python control flow on a tensor's value: TensorFlow sees only the branch that ran"
-    return Finding(type(error).__name__, "(tracing)", "untraceable", file, line, code, HINTS["untraceable"], f"{why} ({message})", list(cuts))
+    return Finding(
+        type(error).__name__,
+        "(tracing)",
+        "untraceable",
+        file,
+        line,
+        code,
+        HINTS["untraceable"],
+        f"{why} ({message})",
+        list(cuts),
+    )
 
 
 @dataclass
@@ -312,23 +338,47 @@ class GradientReport:
         escape = html.escape
         parts = [f"<div class='workbook-gradient-report'><p><b>Gradient report</b> for {escape(self.description)}: "]
         if self.ok:
-            parts.append("<span style='color:#1a7f37'><b>ok</b> — the gradient reaches every input and trainable variable.</span></p>")
+            parts.append(
+                "<span style='color:#1a7f37'><b>ok</b> — the gradient reaches every input and trainable variable.</span></p>"
+            )
         else:
-            parts.append(f"<span style='color:#b42318'><b>{len(self.findings)} op(s) cut the gradient</b></span>, culprit first.</p>")
-            parts.append("<table><thead><tr>" + "".join(
-                f"<th>{h}</th>" for h in ("#", "op", "why", "where", "code", "cuts the gradient of", "details and how to fix")
-            ) + "</tr></thead><tbody>")
+            parts.append(
+                f"<span style='color:#b42318'><b>{len(self.findings)} op(s) cut the gradient</b></span>, culprit first.</p>"
+            )
+            parts.append(
+                "<table><thead><tr>"
+                + "".join(
+                    f"<th>{h}</th>"
+                    for h in ("#", "op", "why", "where", "code", "cuts the gradient of", "details and how to fix")
+                )
+                + "</tr></thead><tbody>"
+            )
             for i, (row, finding) in enumerate(zip(self._rows(self.findings), self.findings)):
                 style = " style='background:#fde2e1;font-weight:bold'" if i == 0 else ""
-                cells = [escape(c) for c in row[:4]] + [f"<code>{escape(row[4])}</code>", escape(row[5]), f"{escape(finding.detail)}.<br>{escape(finding.hint)}"]
-                parts.append(f"<tr class='{'culprit' if i == 0 else 'break'}'{style}>" + "".join(f"<td style='text-align:left'>{c}</td>" for c in cells) + "</tr>")
+                cells = [escape(c) for c in row[:4]] + [
+                    f"<code>{escape(row[4])}</code>",
+                    escape(row[5]),
+                    f"{escape(finding.detail)}.<br>{escape(finding.hint)}",
+                ]
+                parts.append(
+                    f"<tr class='{'culprit' if i == 0 else 'break'}'{style}>"
+                    + "".join(f"<td style='text-align:left'>{c}</td>" for c in cells)
+                    + "</tr>"
+                )
             parts.append("</tbody></table>")
         if self.layers_without_gradient:
-            parts.append(f"<p>Layers whose variables get no gradient: <b>{escape(', '.join(self.layers_without_gradient))}</b></p>")
+            parts.append(
+                f"<p>Layers whose variables get no gradient: <b>{escape(', '.join(self.layers_without_gradient))}</b></p>"
+            )
         if self.notes:
-            parts.append("<p>Notes (blocked paths that do not matter):</p><ul>" + "".join(
-                f"<li>{escape(n.op_type)} at {escape(n.where)}: {escape(n.detail)}</li>" for n in self.notes) + "</ul>")
-        parts.append("<details><summary>Per input and variable: static vs measured</summary><table><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>")
+            parts.append(
+                "<p>Notes (blocked paths that do not matter):</p><ul>"
+                + "".join(f"<li>{escape(n.op_type)} at {escape(n.where)}: {escape(n.detail)}</li>" for n in self.notes)
+                + "</ul>"
+            )
+        parts.append(
+            "<details><summary>Per input and variable: static vs measured</summary><table><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>"
+        )
         parts += [f"<tr><td>{escape(s.label)}</td><td>{s.static}</td><td>{s.measured}</td></tr>" for s in self.sources]
         parts.append("</table></details>")
         parts += [f"<p style='color:#9a6700'>Disagreement: {escape(d)}</p>" for d in self.disagreements]

@@ -57,17 +57,32 @@ class DiscreteBottleneck(keras.layers.Layer):
     #: The encoder in front of this layer outputs logits, which may be negative: no ReLU.
     encoder_activation = "linear"
 
-    def __init__(self, latent="bernoulli", estimator="straight_through", tau=1.0, baseline_decay=0.9,
-                 seed=None, test_latent="sample", name="bottleneck", **kwargs):
+    def __init__(
+        self,
+        latent="bernoulli",
+        estimator="straight_through",
+        tau=1.0,
+        baseline_decay=0.9,
+        seed=None,
+        test_latent="sample",
+        name="bottleneck",
+        **kwargs,
+    ):
         check_estimator(estimator, latent, owner="DiscreteBottleneck")
         if test_latent not in ("sample", "mode"):
-            raise ValueError(f"DiscreteBottleneck: test_latent={test_latent!r} must be 'sample' (a hard random "
-                             f"sample) or 'mode' (the most likely latent).")
+            raise ValueError(
+                f"DiscreteBottleneck: test_latent={test_latent!r} must be 'sample' (a hard random "
+                f"sample) or 'mode' (the most likely latent)."
+            )
         self.tau = check_tau(tau, owner="DiscreteBottleneck")
-        if isinstance(baseline_decay, bool) or not isinstance(baseline_decay, numbers.Real) \
-                or not 0 <= baseline_decay < 1:
-            raise ValueError(f"DiscreteBottleneck: baseline_decay={baseline_decay!r} must be a number in [0, 1), "
-                             f"e.g. 0.9.")
+        if (
+            isinstance(baseline_decay, bool)
+            or not isinstance(baseline_decay, numbers.Real)
+            or not 0 <= baseline_decay < 1
+        ):
+            raise ValueError(
+                f"DiscreteBottleneck: baseline_decay={baseline_decay!r} must be a number in [0, 1), e.g. 0.9."
+            )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
             raise ValueError(f"DiscreteBottleneck: seed={seed!r} must be None or a whole number of at least 0.")
         super().__init__(name=name, **kwargs)
@@ -110,8 +125,15 @@ class DiscreteBottleneck(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        return {**super().get_config(), "latent": self.latent, "estimator": self.estimator, "tau": self.tau,
-                "baseline_decay": self.baseline_decay, "seed": self.seed, "test_latent": self.test_latent}
+        return {
+            **super().get_config(),
+            "latent": self.latent,
+            "estimator": self.estimator,
+            "tau": self.tau,
+            "baseline_decay": self.baseline_decay,
+            "seed": self.seed,
+            "test_latent": self.test_latent,
+        }
 
     def __repr__(self):
         tau = f", tau={self.tau:g}" if self.estimator.startswith("gumbel") else ""
@@ -144,8 +166,9 @@ class VectorQuantizer(keras.layers.Layer):
 
     def __init__(self, n_codes=32, commitment=0.25, seed=0, name="bottleneck", **kwargs):
         if isinstance(n_codes, bool) or not isinstance(n_codes, numbers.Integral) or not 2 <= n_codes <= 65536:
-            raise ValueError(f"VectorQuantizer: n_codes={n_codes!r} must be a whole number from 2 to 65536, "
-                             f"e.g. n_codes=32.")
+            raise ValueError(
+                f"VectorQuantizer: n_codes={n_codes!r} must be a whole number from 2 to 65536, e.g. n_codes=32."
+            )
         if isinstance(commitment, bool) or not isinstance(commitment, numbers.Real) or not 0 <= commitment <= 10:
             raise ValueError(f"VectorQuantizer: commitment={commitment!r} must be a number in [0, 10], e.g. 0.25.")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
@@ -155,16 +178,21 @@ class VectorQuantizer(keras.layers.Layer):
 
     def build(self, input_shape):
         self.codebook = self.add_weight(
-            shape=(self.n_codes, input_shape[-1]), name="codebook",
-            initializer=keras.initializers.RandomUniform(0.0, 1.0, seed=self.seed))
+            shape=(self.n_codes, input_shape[-1]),
+            name="codebook",
+            initializer=keras.initializers.RandomUniform(0.0, 1.0, seed=self.seed),
+        )
 
     def nearest_codes(self, inputs):
         """Index of the nearest code for every vector, shaped like ``inputs`` without its last axis."""
         dim = ops.shape(inputs)[-1]
         flat = ops.reshape(inputs, (-1, dim))
         codebook = ops.cast(self.codebook, flat.dtype)
-        distances = (ops.sum(flat ** 2, axis=1, keepdims=True) - 2.0 * ops.matmul(flat, ops.transpose(codebook))
-                     + ops.sum(codebook ** 2, axis=1)[None, :])
+        distances = (
+            ops.sum(flat**2, axis=1, keepdims=True)
+            - 2.0 * ops.matmul(flat, ops.transpose(codebook))
+            + ops.sum(codebook**2, axis=1)[None, :]
+        )
         return ops.reshape(ops.argmin(distances, axis=1), ops.shape(inputs)[:-1])
 
     def lookup(self, inputs):
@@ -174,8 +202,10 @@ class VectorQuantizer(keras.layers.Layer):
     def codebook_losses(self, inputs, codes=None):
         """(codebook loss, commitment loss) for these inputs, as the layer adds them while training."""
         codes = self.lookup(inputs) if codes is None else codes
-        return (ops.mean(ops.square(ops.stop_gradient(inputs) - codes)),
-                ops.mean(ops.square(inputs - ops.stop_gradient(codes))))
+        return (
+            ops.mean(ops.square(ops.stop_gradient(inputs) - codes)),
+            ops.mean(ops.square(inputs - ops.stop_gradient(codes))),
+        )
 
     def call(self, inputs, training=False):
         codes = self.lookup(inputs)
@@ -231,4 +261,3 @@ class ScoreFunctionAutoencoder(keras.Sequential):
             if metric.name == "loss":
                 metric.update_state(loss, sample_weight=ops.shape(x)[0])
         return self.compute_metrics(x, y, outputs, sample_weight=sample_weight)
-

@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 
+
 def setup(seed=0, quiet=True):
     """Seed Python, NumPy and TensorFlow and (optionally) quiet TensorFlow's log.
 

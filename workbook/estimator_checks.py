@@ -62,24 +62,33 @@ def check_gumbel_softmax_st(fn, taus=(0.3, 1.0, 3.0), n_samples=2000, seed=0, at
         z = np.asarray(z)
         expected = np.eye(5)[np.argmax(logits + noise, axis=-1)]
         if z.shape != expected.shape or not np.allclose(z, expected, atol=atol):
-            row = int(np.argmax(np.abs(np.reshape(z, expected.shape) - expected).max(axis=-1))) \
-                if z.shape == expected.shape else 0
-            print(f"✗ Forward at tau={tau}: expected the one-hot sample one_hot(argmax(logits + noise)); "
-                  f"for logits {np.round(logits[row], 3)} and noise {np.round(noise[row], 3)} the answer is "
-                  f"{expected[row]}, got {np.round(np.reshape(z, (-1, 5))[row] if z.size == expected.size else z, 3)}.")
+            row = (
+                int(np.argmax(np.abs(np.reshape(z, expected.shape) - expected).max(axis=-1)))
+                if z.shape == expected.shape
+                else 0
+            )
+            print(
+                f"✗ Forward at tau={tau}: expected the one-hot sample one_hot(argmax(logits + noise)); "
+                f"for logits {np.round(logits[row], 3)} and noise {np.round(noise[row], 3)} the answer is "
+                f"{expected[row]}, got {np.round(np.reshape(z, (-1, 5))[row] if z.size == expected.size else z, 3)}."
+            )
             return False
         y = _softmax((logits + noise) / tau)
         expected_gradient = y * (weights - np.sum(weights * y, axis=-1, keepdims=True)) / tau
         if gradient is None:
-            print(f"✗ Backward at tau={tau}: no gradient reaches the logits (None). Add the relaxed sample "
-                  f"back in: hard + y - stop_gradient(y).")
+            print(
+                f"✗ Backward at tau={tau}: no gradient reaches the logits (None). Add the relaxed sample "
+                f"back in: hard + y - stop_gradient(y)."
+            )
             return False
         gradient = gradient.numpy()
         if not np.allclose(gradient, expected_gradient, atol=atol, rtol=1e-4):
             row = int(np.argmax(np.abs(gradient - expected_gradient).max(axis=-1)))
-            print(f"✗ Backward at tau={tau}: the gradient should be that of softmax((logits + noise) / tau); "
-                  f"for logits {np.round(logits[row], 3)} expected {np.round(expected_gradient[row], 4)}, "
-                  f"got {np.round(gradient[row], 4)}.")
+            print(
+                f"✗ Backward at tau={tau}: the gradient should be that of softmax((logits + noise) / tau); "
+                f"for logits {np.round(logits[row], 3)} expected {np.round(expected_gradient[row], 4)}, "
+                f"got {np.round(gradient[row], 4)}."
+            )
             return False
     problem = make_problem("categorical", n_latents=4, n_classes=3, seed=seed)
     tau = 0.5
@@ -96,10 +105,14 @@ def check_gumbel_softmax_st(fn, taus=(0.3, 1.0, 3.0), n_samples=2000, seed=0, at
     exact = problem.exact_gradient()
     bias = np.linalg.norm(mean_yours - exact)
     if not np.allclose(mean_yours, mean_reference, atol=atol):
-        print(f"✗ On 4 categorical latents your mean estimate is {np.round(mean_yours.ravel(), 3)}; on the same "
-              f"noise the reference straight-through Gumbel-softmax gives {np.round(mean_reference.ravel(), 3)}.")
+        print(
+            f"✗ On 4 categorical latents your mean estimate is {np.round(mean_yours.ravel(), 3)}; on the same "
+            f"noise the reference straight-through Gumbel-softmax gives {np.round(mean_reference.ravel(), 3)}."
+        )
         return False
-    print(f"✓ {name} forwards one-hot samples and backpropagates softmax((logits + noise) / tau) at "
-          f"tau = {', '.join(f'{t:g}' for t in taus)}. Against the exact gradient on 4 categorical latents "
-          f"(tau={tau}, {n_samples} samples): bias {bias:.3f}, relative {bias / np.linalg.norm(exact):.0%}.")
+    print(
+        f"✓ {name} forwards one-hot samples and backpropagates softmax((logits + noise) / tau) at "
+        f"tau = {', '.join(f'{t:g}' for t in taus)}. Against the exact gradient on 4 categorical latents "
+        f"(tau={tau}, {n_samples} samples): bias {bias:.3f}, relative {bias / np.linalg.norm(exact):.0%}."
+    )
     return True

@@ -10,8 +10,12 @@ from .figures import new_figure
 
 __all__ = ["plot_bias_variance"]
 
-_COLORS = {"straight_through": "tab:blue", "gumbel_softmax": "tab:orange",
-           "gumbel_softmax_st": "tab:green", "score_function": "tab:red"}
+_COLORS = {
+    "straight_through": "tab:blue",
+    "gumbel_softmax": "tab:orange",
+    "gumbel_softmax_st": "tab:green",
+    "score_function": "tab:red",
+}
 
 
 def plot_bias_variance(results, title="Bias against variance of one-sample gradient estimates"):
@@ -33,8 +37,9 @@ def plot_bias_variance(results, title="Bias against variance of one-sample gradi
     """
     results = list(results)
     if not results or not all(hasattr(r, "bias_norm") and hasattr(r, "variance") for r in results):
-        raise ValueError("plot_bias_variance: results must be a non-empty list of BiasVariance, "
-                         "e.g. workbook.measure_estimators().")
+        raise ValueError(
+            "plot_bias_variance: results must be a non-empty list of BiasVariance, e.g. workbook.measure_estimators()."
+        )
     figure = new_figure(figsize=(7.2, 4.6))
     ax = figure.subplots()
     for estimator in dict.fromkeys(r.estimator for r in results):
@@ -43,8 +48,14 @@ def plot_bias_variance(results, title="Bias against variance of one-sample gradi
         ax.plot([r.variance for r in mine], [r.bias_norm for r in mine], "o-", color=color, label=estimator)
         for r in mine:
             if r.tau is not None:
-                ax.annotate(f"τ={r.tau:g}", (r.variance, r.bias_norm), textcoords="offset points",
-                            xytext=(5, 4), fontsize="x-small", color=color)
+                ax.annotate(
+                    f"τ={r.tau:g}",
+                    (r.variance, r.bias_norm),
+                    textcoords="offset points",
+                    xytext=(5, 4),
+                    fontsize="x-small",
+                    color=color,
+                )
     variances = np.array([r.variance for r in results])
     n_samples = min(r.n_samples for r in results)
     line = np.geomspace(variances.min() / 2, variances.max() * 2, 50)

@@ -43,18 +43,22 @@ _EPSILON = 1e-7
 def check_estimator(estimator, latent="bernoulli", owner="sample_latent"):
     """Raise a ValueError naming the argument unless both names are known."""
     if estimator not in ESTIMATORS:
-        raise ValueError(f"{owner}: estimator={estimator!r} is not known; use one of "
-                         f"{', '.join(map(repr, ESTIMATORS))}.")
+        raise ValueError(
+            f"{owner}: estimator={estimator!r} is not known; use one of {', '.join(map(repr, ESTIMATORS))}."
+        )
     if latent not in LATENTS:
-        raise ValueError(f"{owner}: latent={latent!r} is not known; use 'bernoulli' (one bit per "
-                         f"logit) or 'categorical' (one class along the last axis).")
+        raise ValueError(
+            f"{owner}: latent={latent!r} is not known; use 'bernoulli' (one bit per "
+            f"logit) or 'categorical' (one class along the last axis)."
+        )
 
 
 def check_tau(tau, owner="sample_latent"):
     """``tau`` as a float, or a ValueError saying what is allowed."""
     if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not 0 < tau <= 100:
-        raise ValueError(f"{owner}: tau={tau!r} must be a temperature in (0, 100], e.g. tau=1.0; "
-                         f"small tau is closer to discrete.")
+        raise ValueError(
+            f"{owner}: tau={tau!r} must be a temperature in (0, 100], e.g. tau=1.0; small tau is closer to discrete."
+        )
     return float(tau)
 
 
@@ -89,8 +93,7 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
     check_estimator(estimator, latent)
     tau = check_tau(tau)
     logits = ops.convert_to_tensor(logits)
-    u = keras.random.uniform(ops.shape(logits), minval=_EPSILON, maxval=1.0 - _EPSILON,
-                             dtype=logits.dtype, seed=seed)
+    u = keras.random.uniform(ops.shape(logits), minval=_EPSILON, maxval=1.0 - _EPSILON, dtype=logits.dtype, seed=seed)
     if latent == "bernoulli":
         noise = ops.log(u) - ops.log(1.0 - u)  # logistic: P(logits + noise > 0) = sigmoid(logits)
         perturbed = logits + noise

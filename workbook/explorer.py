@@ -88,12 +88,12 @@ class SurrogateExplorer(widgets.VBox):
         except Exception as error:  # a student's own derivative may fail: say so, keep the old plot
             self.status.value = (
                 f"<b style='color:#b00'>Could not draw {html.escape(self.dropdown.value)}: "
-                f"{html.escape(type(error).__name__)}: {html.escape(str(error))}</b>")
+                f"{html.escape(type(error).__name__)}: {html.escape(str(error))}</b>"
+            )
 
     def _rebuild_sliders(self, *_):
         entry = self.entries[self.dropdown.value]
-        self.sliders = {name: _slider(name, spec, entry.params[name])
-                        for name, spec in entry.param_specs.items()}
+        self.sliders = {name: _slider(name, spec, entry.params[name]) for name, spec in entry.param_specs.items()}
         for slider in self.sliders.values():
             slider.observe(self.redraw, names="value")
         self.slider_box.children = tuple(self.sliders.values())
@@ -104,8 +104,15 @@ def _slider(name, spec, value):
     low, high, step = spec.slider
     low, high = min(low, value), max(high, value)
     kind = widgets.IntSlider if spec.integer else widgets.FloatSlider
-    return kind(value=value, min=low, max=high, step=step, description=name,
-                continuous_update=False, readout_format="d" if spec.integer else ".3g")
+    return kind(
+        value=value,
+        min=low,
+        max=high,
+        step=step,
+        description=name,
+        continuous_update=False,
+        readout_format="d" if spec.integer else ".3g",
+    )
 
 
 def _as_surrogate(name, value):
@@ -115,4 +122,5 @@ def _as_surrogate(name, value):
         return surrogate(value[0], value[1], name=name)
     raise ValueError(
         f"custom[{name!r}]={value!r} must be a (forward, derivative) pair of functions or a "
-        f"surrogate made by workbook.surrogate(...).")
+        f"surrogate made by workbook.surrogate(...)."
+    )

@@ -9,8 +9,7 @@ import io
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["PngFigure", "new_figure", "figure_png", "in_notebook", "show_figure", "draw_gradient_norms",
-           "decade_range"]
+__all__ = ["PngFigure", "new_figure", "figure_png", "in_notebook", "show_figure", "draw_gradient_norms", "decade_range"]
 
 
 class PngFigure(Figure):
@@ -58,8 +57,7 @@ def show_figure(figure):
 
 NO_GRADIENT_COLOR = "tab:red"
 ZERO_GRADIENT_COLOR = "tab:orange"
-LAYER_COLORS = ("tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:cyan", "tab:olive",
-                "tab:pink", "tab:gray")
+LAYER_COLORS = ("tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:cyan", "tab:olive", "tab:pink", "tab:gray")
 
 
 def decade_range(norms):
@@ -110,29 +108,44 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
     rows = rows_below_the_break(history)
     levels = [10.0 ** (low - 1 - 0.5 * i) for i in range(len(rows))]
     for level, (label, tick, color, marker, mask) in zip(levels, rows):
-        ax.plot(steps, np.where(mask, level, np.nan), color=color, ls="--", lw=2, marker=marker, ms=5,
-                label=None)
+        ax.plot(steps, np.where(mask, level, np.nan), color=color, ls="--", lw=2, marker=marker, ms=5, label=None)
         # The layer's name inside the axes, just above its own row: it never meets another row.
-        ax.annotate(label, xy=(0.01, level), xycoords=("axes fraction", "data"), xytext=(0, 3),
-                    textcoords="offset points", va="bottom", color=color, fontsize="small",
-                    fontweight="bold")
-    decade_ticks = [10.0 ** k for k in range(low, high + 1)]
-    ax.set_yticks(decade_ticks + levels,
-                  [f"$10^{{{k}}}$" for k in range(low, high + 1)] + [tick for _, tick, *_ in rows])
-    for tick, (_, _, color, *_) in zip(ax.get_yticklabels()[len(decade_ticks):], rows):
+        ax.annotate(
+            label,
+            xy=(0.01, level),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            va="bottom",
+            color=color,
+            fontsize="small",
+            fontweight="bold",
+        )
+    decade_ticks = [10.0**k for k in range(low, high + 1)]
+    ax.set_yticks(
+        decade_ticks + levels, [f"$10^{{{k}}}$" for k in range(low, high + 1)] + [tick for _, tick, *_ in rows]
+    )
+    for tick, (_, _, color, *_) in zip(ax.get_yticklabels()[len(decade_ticks) :], rows):
         tick.set_color(color)
         tick.set_fontweight("bold")
     ax.minorticks_off()
     if rows:
         ax.axhline(10.0 ** (low - 0.5), color="gray", ls=(0, (6, 3)), lw=1)  # the axis break
     lowest_row = max(len(rows), reserve_rows) - 1
-    bottom = (10.0 ** (low - 1 - 0.5 * lowest_row) if lowest_row >= 0 else 10.0 ** low) / 10 ** 0.3
-    ax.set_ylim(bottom, 10.0 ** high * 1.2)
+    bottom = (10.0 ** (low - 1 - 0.5 * lowest_row) if lowest_row >= 0 else 10.0**low) / 10**0.3
+    ax.set_ylim(bottom, 10.0**high * 1.2)
     if len(steps):
         ax.set_xlim(steps.min() - 0.5, steps.max() + 0.5)
     else:
-        ax.text(0.5, 0.5, "waiting for the first training step...", transform=ax.transAxes,
-                ha="center", va="center", color="gray")
+        ax.text(
+            0.5,
+            0.5,
+            "waiting for the first training step...",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="gray",
+        )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("training step (batch)")
     ax.set_ylabel("gradient norm (log)")

@@ -20,9 +20,12 @@ def prepare(target, example, loss=None):
     is_model = isinstance(target, keras.Model)
     custom_step = is_model and type(target).train_step is not keras.Model.train_step
     custom_loss = is_model and type(target).compute_loss is not keras.Model.compute_loss
-    follows_loss = is_model and (loss is not None or custom_step or custom_loss or getattr(target, "loss", None) is not None)
+    follows_loss = is_model and (
+        loss is not None or custom_step or custom_loss or getattr(target, "loss", None) is not None
+    )
     if follows_loss and len(parts) in (2, 3):
         if loss is not None:
+
             def call(x, y, *weights):
                 return loss(y, target(x, training=True))
 

@@ -30,8 +30,15 @@ import types
 
 import numpy as np
 
-__all__ = ["assert_genuine", "replaced_functions", "measure_reconstruction_apart", "cell_timeout",
-           "tampering_lines", "TIME_BUDGET_SECONDS", "TARGET_MSE"]
+__all__ = [
+    "assert_genuine",
+    "replaced_functions",
+    "measure_reconstruction_apart",
+    "cell_timeout",
+    "tampering_lines",
+    "TIME_BUDGET_SECONDS",
+    "TARGET_MSE",
+]
 
 #: Part (c)'s budget for building and training the model, and its target; the check
 #: cell repeats both as literals, so that no answer cell can change what is graded.
@@ -43,12 +50,32 @@ N_TEST_MEASURED = 2000
 # Modules whose functions a check calls, directly or through the workbook: these, and every
 # module of theirs this process has loaded whose name starts with one of them. Classes are
 # looked into (their methods) only where they belong to the same library.
-_LIBRARIES = ("builtins", "math", "time", "subprocess", "json", "tempfile", "os", "types", "functools",
-              "numpy", "keras", "tensorflow")
+_LIBRARIES = (
+    "builtins",
+    "math",
+    "time",
+    "subprocess",
+    "json",
+    "tempfile",
+    "os",
+    "types",
+    "functools",
+    "numpy",
+    "keras",
+    "tensorflow",
+)
 # Only what the checks reach: the rest of TensorFlow (thousands of modules) is left out.
-_LIBRARY_PACKAGES = ("numpy", "keras.src.ops", "keras.src.backend.tensorflow", "keras.src.models",
-                     "keras.src.layers", "keras.src.trainers", "tensorflow.python.ops",
-                     "tensorflow.python.eager", "tensorflow.python.framework")
+_LIBRARY_PACKAGES = (
+    "numpy",
+    "keras.src.ops",
+    "keras.src.backend.tensorflow",
+    "keras.src.models",
+    "keras.src.layers",
+    "keras.src.trainers",
+    "tensorflow.python.ops",
+    "tensorflow.python.eager",
+    "tensorflow.python.framework",
+)
 
 # The fresh process's fingerprints, by the modules asked for.
 _pristine = {}
@@ -60,8 +87,17 @@ _KERNEL_REPLACES = frozenset({"builtins.input"})
 def _code_digest(code):
     """A digest of what a code object does (marshal's output depends on reference counts)."""
     digest = hashlib.sha256()
-    for part in (code.co_name, code.co_filename, code.co_firstlineno, code.co_code, code.co_names,
-                 code.co_varnames, code.co_freevars, code.co_argcount, code.co_kwonlyargcount):
+    for part in (
+        code.co_name,
+        code.co_filename,
+        code.co_firstlineno,
+        code.co_code,
+        code.co_names,
+        code.co_varnames,
+        code.co_freevars,
+        code.co_argcount,
+        code.co_kwonlyargcount,
+    ):
         digest.update(repr(part).encode())
     for constant in code.co_consts:
         digest.update((_code_digest(constant) if isinstance(constant, types.CodeType) else _simple(constant)).encode())
@@ -83,8 +119,10 @@ def _simple(value):
 
 def _function_digest(function, depth=0):
     """Code, name and defaults of a function, and of the functions it wraps (functools.wraps)."""
-    text = (f"{_code_digest(function.__code__)} {getattr(function, '__qualname__', '')} "
-            f"defaults {_simple(function.__defaults__)}")
+    text = (
+        f"{_code_digest(function.__code__)} {getattr(function, '__qualname__', '')} "
+        f"defaults {_simple(function.__defaults__)}"
+    )
     wrapped = getattr(function, "__wrapped__", None)
     if isinstance(wrapped, types.FunctionType) and depth < 4:
         text += " wraps " + _function_digest(wrapped, depth + 1)
@@ -162,8 +200,11 @@ def _fingerprints(module_names, reference=False):
 
 def _modules_to_compare():
     packages = tuple(f"{package}." for package in _LIBRARY_PACKAGES) + ("workbook.",)
-    loaded = sorted(name for name, module in list(sys.modules.items())
-                    if module is not None and (name == "workbook" or name.startswith(packages)))
+    loaded = sorted(
+        name
+        for name, module in list(sys.modules.items())
+        if module is not None and (name == "workbook" or name.startswith(packages))
+    )
     return list(_LIBRARIES) + loaded
 
 
@@ -194,11 +235,20 @@ def replaced_functions(timeout=120):
         _pristine[key] = json.loads(result.stdout.strip().splitlines()[-1])
     pristine = _pristine[key]
     here = _fingerprints(names)
-    replaced = {name for name, fingerprint in here.items()
-                if name in pristine and pristine[name] != fingerprint and name not in _KERNEL_REPLACES}
+    replaced = {
+        name
+        for name, fingerprint in here.items()
+        if name in pristine and pristine[name] != fingerprint and name not in _KERNEL_REPLACES
+    }
     # A workbook function deleted, or a module entry replaced by something without it.
-    replaced |= {name for name, fingerprint in pristine.items() if name.startswith("workbook.") and name not in here
-                 and name.rsplit(".", 1)[0] in here and not fingerprint.startswith("module")}
+    replaced |= {
+        name
+        for name, fingerprint in pristine.items()
+        if name.startswith("workbook.")
+        and name not in here
+        and name.rsplit(".", 1)[0] in here
+        and not fingerprint.startswith("module")
+    }
     return sorted(replaced)
 
 
@@ -212,7 +262,8 @@ def assert_genuine():
         f"This notebook replaced {len(replaced)} function(s) that the checks rely on: "
         f"{', '.join(replaced[:8])}{' ...' if len(replaced) > 8 else ''}. A submission may define its own "
         f"functions, but must not change the workbook's, NumPy's, Keras's or TensorFlow's; this check "
-        f"gives no points while they are changed.")
+        f"gives no points while they are changed."
+    )
 
 
 def measure_reconstruction_apart(model, target_mse=TARGET_MSE, timeout=300):
@@ -248,8 +299,10 @@ def measure_reconstruction_apart(model, target_mse=TARGET_MSE, timeout=300):
         return False
     mse = measured["mse"]
     verdict = "✓" if mse <= target_mse else "✗"
-    print(f"{verdict} measured apart: test MSE {mse:.5f} on all {measured['n_test']:,} bundled test images "
-          f"(target {target_mse:g}).")
+    print(
+        f"{verdict} measured apart: test MSE {mse:.5f} on all {measured['n_test']:,} bundled test images "
+        f"(target {target_mse:g})."
+    )
     return mse <= target_mse
 
 
@@ -268,11 +321,26 @@ def cell_timeout(cell):
 
 
 # What an honest answer never needs: tools that change code or modules behind their backs.
-_TAMPERING_CALLS = {"setattr": "calls setattr", "delattr": "calls delattr", "__import__": "calls __import__",
-                    "exec": "runs code from a string (exec)", "eval": "runs code from a string (eval)",
-                    "compile": "compiles code from a string"}
-_TAMPERING_ATTRIBUTES = {"__code__", "__globals__", "__dict__", "__defaults__", "__kwdefaults__", "__closure__",
-                         "__class__", "__bases__", "__builtins__", "modules"}
+_TAMPERING_CALLS = {
+    "setattr": "calls setattr",
+    "delattr": "calls delattr",
+    "__import__": "calls __import__",
+    "exec": "runs code from a string (exec)",
+    "eval": "runs code from a string (eval)",
+    "compile": "compiles code from a string",
+}
+_TAMPERING_ATTRIBUTES = {
+    "__code__",
+    "__globals__",
+    "__dict__",
+    "__defaults__",
+    "__kwdefaults__",
+    "__closure__",
+    "__class__",
+    "__bases__",
+    "__builtins__",
+    "modules",
+}
 _TAMPERING_MODULES = {"builtins", "gc", "ctypes"}
 
 
@@ -329,7 +397,7 @@ def _tampering_reason(node, imported):
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
         for target in targets:
-            for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+            for element in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
                 root = element
                 while isinstance(root, ast.Attribute):
                     root = root.value
@@ -359,11 +427,19 @@ def _run_fresh(arguments, timeout, request=None):
     env = {name: value for name, value in os.environ.items() if name not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
     env["PYTHONPATH"] = os.pathsep.join(path)
     with tempfile.TemporaryDirectory(prefix="workbook-fresh-") as empty:
-        return subprocess.run([sys.executable, "-m", "workbook.grading", *arguments], input=request, cwd=empty,
-                              capture_output=True, text=True, timeout=timeout, env=env)
+        return subprocess.run(
+            [sys.executable, "-m", "workbook.grading", *arguments],
+            input=request,
+            cwd=empty,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
 
 
 # --- what runs in the fresh process --------------------------------------------------
+
 
 def _report_fingerprints(request):
     import importlib
@@ -400,8 +476,10 @@ def _measure_reconstruction(path):
     model = autoencoder(bottleneck=quantize_2bit)
     expected = [tuple(weight.shape) for weight in model.get_weights()]
     if [tuple(weight.shape) for weight in weights] != expected:
-        return {"error": "part (c) is measured on workbook.autoencoder(bottleneck=...)'s layers; model has "
-                         f"weights shaped {[tuple(w.shape) for w in weights]}, not {expected}."}
+        return {
+            "error": "part (c) is measured on workbook.autoencoder(bottleneck=...)'s layers; model has "
+            f"weights shaped {[tuple(w.shape) for w in weights]}, not {expected}."
+        }
     model.set_weights(weights)
     (_, _), (x_test, _) = load_mnist(n_test=N_TEST_MEASURED, source="bundled")
     reconstructions = np.asarray(model.predict(x_test, batch_size=250, verbose=0), dtype="float64")

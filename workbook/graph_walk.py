@@ -19,8 +19,16 @@ ALIVE, SHADOW, SELECTOR = 3, 2, 1
 
 # Ops whose output depends on the shape of an input, never on its values.
 SHAPE_ONLY_OPS = {
-    "Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "BroadcastArgs", "TensorListLength",
-    "TensorListElementShape", "VariableShape",
+    "Shape",
+    "ShapeN",
+    "Size",
+    "Rank",
+    "ZerosLike",
+    "OnesLike",
+    "BroadcastArgs",
+    "TensorListLength",
+    "TensorListElementShape",
+    "VariableShape",
 }
 STOP_OPS = {"StopGradient", "PreventGradient"}
 ASSIGN_OPS = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
@@ -96,11 +104,15 @@ def analyse(call, arguments, inputs, variables, layer_of, traced=None):
                 findings.append(Finding.disconnected(status, assign, cause="assign"))
             else:
                 use = _first_use_frame(program, reach, bit)
-                findings.append(Finding.disconnected(
-                    status, use or _output_frame(sinks),
-                    detail=use and f"the output does not depend on {status.label}: it is used on this line, "
-                    "but nothing computed from it reaches the output",
-                ))
+                findings.append(
+                    Finding.disconnected(
+                        status,
+                        use or _output_frame(sinks),
+                        detail=use
+                        and f"the output does not depend on {status.label}: it is used on this line, "
+                        "but nothing computed from it reaches the output",
+                    )
+                )
         elif status.static == "not a float":
             # An index or a mask among float inputs is normal; only integers is a mistake.
             alone = all(s.static == "not a float" for s in sources)
@@ -121,7 +133,9 @@ def _findings(program, sources, candidates, dead_mask, hopeful_mask):
     for (op, reason), (blocked, level, deliberate, message) in ranked:
         # A deliberate block matters only for sources that no other path could ever reach.
         matters = blocked & (dead_mask & ~hopeful_mask if deliberate else dead_mask)
-        finding = Finding.from_op(op, reason, user_frame(op.traceback), cuts=owners(matters), message=message, order=program.order.get(op, 0))
+        finding = Finding.from_op(
+            op, reason, user_frame(op.traceback), cuts=owners(matters), message=message, order=program.order.get(op, 0)
+        )
         if reason == "gradient_error":
             finding.cuts, finding.bits = owners(blocked), blocked
             unchecked.append(finding)
@@ -135,10 +149,7 @@ def _findings(program, sources, candidates, dead_mask, hopeful_mask):
     for bit in range(len(sources)):
         if not dead_mask & (1 << bit) or covered & (1 << bit) or sources[bit].static != "cut":
             continue
-        blocking = [
-            (key, value) for key, value in ranked
-            if value[0] & (1 << bit) and key[1] != "gradient_error"
-        ]
+        blocking = [(key, value) for key, value in ranked if value[0] & (1 << bit) and key[1] != "gradient_error"]
         if not blocking:
             continue
         (op, reason), (blocked, _, _, message) = min(
@@ -146,7 +157,9 @@ def _findings(program, sources, candidates, dead_mask, hopeful_mask):
         )
         matters = blocked & dead_mask & ~covered
         covered |= matters
-        finding = Finding.from_op(op, reason, user_frame(op.traceback), cuts=owners(matters), message=message, order=program.order.get(op, 0))
+        finding = Finding.from_op(
+            op, reason, user_frame(op.traceback), cuts=owners(matters), message=message, order=program.order.get(op, 0)
+        )
         finding.detail += "; only an index made from it reaches the output, and an index carries no gradient"
         notes[:] = [note for note in notes if note.op_name != op.name]
         findings.append(finding)
@@ -183,7 +196,15 @@ def _is_tracing_limit(error):
     text = f"{type(error).__name__}: {error}"
     return any(
         clue in text
-        for clue in ("numpy", "NumPy", "__array__", "symbolic tf.Tensor", "symbolic Tensor", "SymbolicTensor", "as a Python `bool`")
+        for clue in (
+            "numpy",
+            "NumPy",
+            "__array__",
+            "symbolic tf.Tensor",
+            "symbolic Tensor",
+            "SymbolicTensor",
+            "as a Python `bool`",
+        )
     )
 
 

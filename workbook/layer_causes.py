@@ -38,7 +38,9 @@ def explain_disconnected(report, layers, changed):
             merged[key].op_name += f", {status.name}"
             continue
         finding.op_name = status.name
-        finding.detail = finding.detail.removeprefix(f"{status.name}: ").removeprefix(f"the output does not depend on {status.name}: ")
+        finding.detail = finding.detail.removeprefix(f"{status.name}: ").removeprefix(
+            f"the output does not depend on {status.name}: "
+        )
         merged[key] = finding
         findings.append(finding)
     for finding in merged.values():

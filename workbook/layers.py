@@ -17,8 +17,16 @@ from .surrogates import SURROGATES, SurrogateGradient, unique_name
 __all__ = ["DiscreteBottleneck", "ScoreFunctionAutoencoder", "Surrogate", "VectorQuantizer"]
 
 # Keyword arguments that belong to keras.layers.Layer rather than to the surrogate.
-_LAYER_KWARGS = {"trainable", "dtype", "autocast", "activity_regularizer",
-                 "input_shape", "input_dim", "batch_size", "batch_input_shape"}
+_LAYER_KWARGS = {
+    "trainable",
+    "dtype",
+    "autocast",
+    "activity_regularizer",
+    "input_shape",
+    "input_dim",
+    "batch_size",
+    "batch_input_shape",
+}
 
 
 @keras.saving.register_keras_serializable(package="workbook")
@@ -68,7 +76,8 @@ class Surrogate(keras.layers.Layer):
             raise NotImplementedError(
                 f"The Surrogate layer {self.name!r} holds your own surrogate {key!r}, which is not "
                 f"in workbook.SURROGATES, so it cannot be saved. Add it to the catalog first "
-                f"(workbook.SURROGATES[{key!r}] = your_surrogate), or use a catalog key.")
+                f"(workbook.SURROGATES[{key!r}] = your_surrogate), or use a catalog key."
+            )
         return {**super().get_config(), "surrogate": key, **self.surrogate.params}
 
     def __repr__(self):
@@ -84,5 +93,6 @@ def _resolve(surrogate, params):
         catalog = ", ".join(sorted(SURROGATES))
         raise ValueError(
             f"Surrogate(surrogate={surrogate!r}): unknown surrogate. Use one of: {catalog}; "
-            f"or an object from workbook.SURROGATES.")
+            f"or an object from workbook.SURROGATES."
+        )
     return SURROGATES[surrogate].with_params(**params)

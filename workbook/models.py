@@ -75,15 +75,23 @@ def autoencoder(bottleneck=None, **options):
     model = model_class(
         [
             keras.Input(shape=IMAGE_SHAPE, name="image"),
-            keras.layers.Conv2D(10, 5, padding="same", activation=getattr(middle, "encoder_activation", "relu"),
-                                kernel_initializer=initializer(1), name="encoder"),
+            keras.layers.Conv2D(
+                10,
+                5,
+                padding="same",
+                activation=getattr(middle, "encoder_activation", "relu"),
+                kernel_initializer=initializer(1),
+                name="encoder",
+            ),
             keras.layers.MaxPooling2D(name="pool"),
             middle,
             keras.layers.UpSampling2D(name="upsample"),
-            keras.layers.Conv2DTranspose(4, 5, padding="same", activation="relu",
-                                         kernel_initializer=initializer(2), name="decoder"),
-            keras.layers.Conv2DTranspose(1, 3, padding="same", activation="sigmoid",
-                                         kernel_initializer=initializer(3), name="output"),
+            keras.layers.Conv2DTranspose(
+                4, 5, padding="same", activation="relu", kernel_initializer=initializer(2), name="decoder"
+            ),
+            keras.layers.Conv2DTranspose(
+                1, 3, padding="same", activation="sigmoid", kernel_initializer=initializer(3), name="output"
+            ),
         ],
         name="autoencoder",
     )
@@ -124,8 +132,7 @@ def bottleneck_layer(bottleneck):
         # tensor to infer it, which fails for some student functions.
         return keras.layers.Lambda(bottleneck, output_shape=BOTTLENECK_SHAPE, name="bottleneck")
     raise ValueError(
-        f"bottleneck={bottleneck!r} (a {type(bottleneck).__name__}) is not accepted. "
-        f"Accepted: {ACCEPTED_BOTTLENECKS}."
+        f"bottleneck={bottleneck!r} (a {type(bottleneck).__name__}) is not accepted. Accepted: {ACCEPTED_BOTTLENECKS}."
     )
 
 

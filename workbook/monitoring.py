@@ -86,8 +86,9 @@ class GradientNormHistory:
 
     def __repr__(self):
         dead = self.dead_layers()
-        return (f"GradientNormHistory({len(self)} records of {len(self.layers)} layers"
-                + (f"; no gradient: {', '.join(dead)})" if dead else ")"))
+        return f"GradientNormHistory({len(self)} records of {len(self.layers)} layers" + (
+            f"; no gradient: {', '.join(dead)})" if dead else ")"
+        )
 
     @property
     def steps(self):
@@ -163,8 +164,11 @@ class GradientNormMonitor(keras.callbacks.Callback):
     def __init__(self, every=10, live=True, refresh_seconds=0.5):
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
             raise ValueError(f"every={every!r} must be a whole number of at least 1, e.g. every=10.")
-        if isinstance(refresh_seconds, bool) or not isinstance(refresh_seconds, (int, float)) \
-                or not refresh_seconds >= 0:
+        if (
+            isinstance(refresh_seconds, bool)
+            or not isinstance(refresh_seconds, (int, float))
+            or not refresh_seconds >= 0
+        ):
             raise ValueError(f"refresh_seconds={refresh_seconds!r} must be a number of seconds >= 0, e.g. 0.5.")
         if not isinstance(live, (bool, np.bool_)):
             raise ValueError(f"live={live!r} must be True (draw while training) or False (record only).")
@@ -217,8 +221,7 @@ class GradientNormMonitor(keras.callbacks.Callback):
         self._next_step = last + 1
         if self._due(first, last) and traced.recorded:
             norms = np.sqrt(np.maximum(traced.squares.numpy(), 0.0))
-            self.history._append(last, traced.layer_names, norms,
-                                 {traced.layer_names[i] for i in traced.dead_columns})
+            self.history._append(last, traced.layer_names, norms, {traced.layer_names[i] for i in traced.dead_columns})
             if self._screen is not None:
                 self._screen.show(self.history)
 
@@ -345,7 +348,8 @@ class _Traced:
         if not self.called:
             _say_once(
                 f"GradientNormMonitor: Keras {keras.__version__}'s fit did not run the train function the "
-                "monitor installed, so this fit records nothing. Please report it to the workbook.")
+                "monitor installed, so this fit records nothing. Please report it to the workbook."
+            )
             self.uninstall()
             self.monitor._active = None
             return False
@@ -354,7 +358,8 @@ class _Traced:
                 "GradientNormMonitor: this model's train_step does not pass its gradients to "
                 "model.optimizer.apply, so the monitor takes one extra GradientTape of model.compute_loss "
                 "on each recorded batch (about one more forward and backward pass on those batches), "
-                "starting with the next batch.")
+                "starting with the next batch."
+            )
             self.extra_tape = True
             self.functions["plain"] = self._make_function(extra_tape=False)
             self.functions["record"] = self._make_function(extra_tape=True)
@@ -454,8 +459,10 @@ class _LiveFigure:
         text = describe(history)
         image = {"image/png": base64.b64encode(figure_png(self.figure)).decode("ascii"), "text/plain": text}
         caption = {
-            "text/html": (f'<div class="workbook-gradient-monitor" data-frame="{self.redraws + 1}" '
-                          f'style="font-family: monospace; font-size: 85%;">{html.escape(text)}</div>'),
+            "text/html": (
+                f'<div class="workbook-gradient-monitor" data-frame="{self.redraws + 1}" '
+                f'style="font-family: monospace; font-size: 85%;">{html.escape(text)}</div>'
+            ),
             "text/plain": text,
         }
         if self.image is None:

@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from .checks import check_range
+from .arguments import check_range
 from .figures import PngFigure, figure_png
 from .surrogates import SURROGATES, SurrogateGradient, surrogate
 
@@ -28,8 +28,8 @@ def resolve(fn_or_name):
     if isinstance(fn_or_name, str):
         if fn_or_name not in SURROGATES:
             raise ValueError(
-                f"fn_or_name={fn_or_name!r} is not in the catalog; use one of: "
-                f"{', '.join(sorted(SURROGATES))}.")
+                f"fn_or_name={fn_or_name!r} is not in the catalog; use one of: {', '.join(sorted(SURROGATES))}."
+            )
         fn_or_name = SURROGATES[fn_or_name]
     if isinstance(fn_or_name, tuple) and len(fn_or_name) == 2 and all(map(callable, fn_or_name)):
         fn_or_name = surrogate(*fn_or_name)
@@ -39,7 +39,8 @@ def resolve(fn_or_name):
         return fn_or_name, None
     raise ValueError(
         f"fn_or_name={fn_or_name!r} must be a catalog key (e.g. 'sign_ste'), an object from "
-        f"workbook.SURROGATES, a (forward, derivative) pair of functions, or a callable.")
+        f"workbook.SURROGATES, a (forward, derivative) pair of functions, or a callable."
+    )
 
 
 def _check_range(x_range, n_points):
@@ -66,8 +67,13 @@ def measure(fn_or_name, x_range=(-2, 2), n_points=401, dtype="float32"):
         y = fn(x)
     backprop = tape.gradient(y, x)
     forward = known.forward if known is not None else fn
-    result = {"x": x.numpy().astype(float), "forward": np.asarray(y, dtype=float),
-              "backprop_is_none": backprop is None, "true": None, "true_is_none": None}
+    result = {
+        "x": x.numpy().astype(float),
+        "forward": np.asarray(y, dtype=float),
+        "backprop_is_none": backprop is None,
+        "true": None,
+        "true_is_none": None,
+    }
     result["backprop"] = np.zeros(n_points) if backprop is None else np.asarray(backprop, dtype=float)
     if known is not None:
         with tf.GradientTape() as tape:
@@ -111,8 +117,7 @@ def _isolated(x, y):
     return x[alone], y[alone]
 
 
-def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=None,
-                     dtype="float32", title=None):
+def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=None, dtype="float32", title=None):
     """Plot a forward and, beside it, the derivatives: true, finite-difference, backprop.
 
     Introduced in 01_forward_and_backward.ipynb.
@@ -162,8 +167,7 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         label = "forward: " + (known.forward_formula if known is not None else name)
         line_x, line_y = break_at_jumps(x, data["forward"], slope)
         ax_forward.plot(line_x, line_y, color=_COLORS["forward"], lw=2, label=label, gid="forward")
-        ax_forward.plot(*_isolated(line_x, line_y), "o", ms=3, color=_COLORS["forward"],
-                        gid="forward_points")
+        ax_forward.plot(*_isolated(line_x, line_y), "o", ms=3, color=_COLORS["forward"], gid="forward_points")
         ax_forward.set(xlabel="x", title=f"{name}: forward")
         _legend_below(ax_forward)
         ax_forward.grid(alpha=0.3)
@@ -180,8 +184,9 @@ def _draw_derivatives(ax, data, known, name):
             label, style = "autodiff of forward: 0 everywhere here", "--"
         else:
             label, style = "autodiff of forward alone", "--"
-        ax.plot(*break_at_jumps(x, data["true"]), style, color=_COLORS["true"], lw=2, label=label,
-                gid="true_derivative")
+        ax.plot(
+            *break_at_jumps(x, data["true"]), style, color=_COLORS["true"], lw=2, label=label, gid="true_derivative"
+        )
     finite = data["backprop"][np.isfinite(data["backprop"])]
     if data["true"] is not None:
         finite = np.concatenate([finite, data["true"]])
@@ -190,18 +195,34 @@ def _draw_derivatives(ax, data, known, name):
     low, high = low - pad, high + pad
     fd = data["finite_difference"]
     inside = (fd >= low) & (fd <= high)
-    ax.plot(x[inside], fd[inside], ".", ms=3, color=_COLORS["fd"],
-            label="finite difference of forward", gid="finite_difference")
+    ax.plot(
+        x[inside],
+        fd[inside],
+        ".",
+        ms=3,
+        color=_COLORS["fd"],
+        label="finite difference of forward",
+        gid="finite_difference",
+    )
     if np.any(~inside):
         # Spikes at the jumps: honest, but off any useful scale, so mark them at the edge.
-        ax.plot(x[~inside], np.where(fd[~inside] > high, high, low), "^", ms=5, color=_COLORS["fd"],
-                alpha=0.6, label=f"finite difference off the scale (jumps, up to {np.abs(fd).max():.3g})",
-                gid="finite_difference_off_scale", clip_on=False)
+        ax.plot(
+            x[~inside],
+            np.where(fd[~inside] > high, high, low),
+            "^",
+            ms=5,
+            color=_COLORS["fd"],
+            alpha=0.6,
+            label=f"finite difference off the scale (jumps, up to {np.abs(fd).max():.3g})",
+            gid="finite_difference_off_scale",
+            clip_on=False,
+        )
     label = "backprop uses: " + (known.formula if known is not None else f"gradient of {name}")
     if data["backprop_is_none"]:
         label = f"backprop through {name}: None (no gradient)"
-    ax.plot(*break_at_jumps(x, data["backprop"]), color=_COLORS["backprop"], lw=2, label=label,
-            gid="backprop", zorder=3)
+    ax.plot(
+        *break_at_jumps(x, data["backprop"]), color=_COLORS["backprop"], lw=2, label=label, gid="backprop", zorder=3
+    )
     ax.set(xlabel="x", ylim=(low, high), title=f"{name}: derivatives")
     ax.axhline(0, color="black", lw=0.5)
     _legend_below(ax)
@@ -217,8 +238,13 @@ def _legend_below(ax):
     from matplotlib.transforms import ScaledTranslation
 
     below_label = ScaledTranslation(0, -_LABEL_DEPTH_POINTS / 72, ax.figure.dpi_scale_trans)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=ax.transAxes + below_label,
-              fontsize=9, frameon=False)
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        bbox_transform=ax.transAxes + below_label,
+        fontsize=9,
+        frameon=False,
+    )
 
 
 # Tick (3.5) + pad (3.5) + tick labels (10) + label pad (4) + label (10), plus a little air.

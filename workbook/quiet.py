@@ -99,8 +99,9 @@ def filter_native_log():
         os.dup2(write_fd, 2)
         os.close(write_fd)  # fd 2 is now the only writer: when it is replaced, the reader sees EOF
         pipe = os.fstat(2)
-        thread = threading.Thread(target=_forward, args=(read_fd, saved_fd), name="workbook-native-log-filter",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=_forward, args=(read_fd, saved_fd), name="workbook-native-log-filter", daemon=True
+        )
         first_time = _state["thread"] is None
         _state.update(thread=thread, saved_fd=saved_fd, pipe=(pipe.st_dev, pipe.st_ino))
         thread.start()
@@ -137,7 +138,7 @@ def _forward(read_fd, saved_fd):
 def _write(fd, data):
     while data:
         try:
-            data = data[os.write(fd, data):]
+            data = data[os.write(fd, data) :]
         except InterruptedError:
             continue
         except OSError:

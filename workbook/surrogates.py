@@ -31,16 +31,19 @@ class Param:
         return f"{kind} in {opening}{self.low:g}, {self.high:g}]"
 
     def check(self, owner, name, value):
-        whole = isinstance(value, numbers.Integral) or (
-            isinstance(value, numbers.Real) and float(value).is_integer())
-        ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-              and math.isfinite(value) and (whole or not self.integer)
-              and (value >= self.low if self.low_inclusive else value > self.low)
-              and value <= self.high)
+        whole = isinstance(value, numbers.Integral) or (isinstance(value, numbers.Real) and float(value).is_integer())
+        ok = (
+            isinstance(value, numbers.Real)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and (whole or not self.integer)
+            and (value >= self.low if self.low_inclusive else value > self.low)
+            and value <= self.high
+        )
         if not ok:
             raise ValueError(
-                f"{owner}: {name}={value!r} is not allowed; {name} must be {self.allowed()} "
-                f"(default {self.default!r}).")
+                f"{owner}: {name}={value!r} is not allowed; {name} must be {self.allowed()} (default {self.default!r})."
+            )
         return int(value) if self.integer else float(value)
 
 
@@ -76,13 +79,23 @@ class SurrogateGradient:
         Where the derivative was published.
     """
 
-    def __init__(self, forward, derivative, name=None, *, params=None, spec=None,
-                 formula=None, forward_formula=None, reference="", doc=None):
+    def __init__(
+        self,
+        forward,
+        derivative,
+        name=None,
+        *,
+        params=None,
+        spec=None,
+        formula=None,
+        forward_formula=None,
+        reference="",
+        doc=None,
+    ):
         if not callable(forward):
             raise ValueError(f"forward={forward!r} must be a function of x, e.g. keras.ops.sign.")
         if not callable(derivative):
-            raise ValueError(
-                f"derivative={derivative!r} must be a function of x, e.g. keras.ops.ones_like.")
+            raise ValueError(f"derivative={derivative!r} must be a function of x, e.g. keras.ops.ones_like.")
         if name is not None and not isinstance(name, str):
             raise ValueError(f"name={name!r} must be a string or None.")
         self._forward, self._derivative = forward, derivative
@@ -138,13 +151,19 @@ class SurrogateGradient:
         for key, value in params.items():
             if key not in self._spec:
                 allowed = ", ".join(sorted(self._spec)) or "none"
-                raise ValueError(
-                    f"surrogate {self.name!r} has no parameter {key!r}; its parameters are: {allowed}.")
+                raise ValueError(f"surrogate {self.name!r} has no parameter {key!r}; its parameters are: {allowed}.")
             checked[key] = self._spec[key].check(f"surrogate {self.name!r}", key, value)
         return SurrogateGradient(
-            self._forward, self._derivative, self.name, params=checked, spec=self._spec,
-            formula=self._formula, forward_formula=self._forward_formula, reference=self.reference,
-            doc=self.__dict__.get("__doc__"))
+            self._forward,
+            self._derivative,
+            self.name,
+            params=checked,
+            spec=self._spec,
+            formula=self._formula,
+            forward_formula=self._forward_formula,
+            reference=self.reference,
+            doc=self.__dict__.get("__doc__"),
+        )
 
     @property
     def param_specs(self):
@@ -163,8 +182,11 @@ class SurrogateGradient:
 
     def same_definition(self, other):
         """True if ``other`` is this surrogate with (possibly) other parameters."""
-        return (isinstance(other, SurrogateGradient) and other._forward is self._forward
-                and other._derivative is self._derivative)
+        return (
+            isinstance(other, SurrogateGradient)
+            and other._forward is self._forward
+            and other._derivative is self._derivative
+        )
 
     def __repr__(self):
         args = "".join(f", {key}={value!r}" for key, value in self.params.items())
@@ -185,7 +207,8 @@ class SurrogateGradient:
         if not x.dtype.is_floating:
             raise ValueError(
                 f"surrogate {self.name!r} got an input of dtype {x.dtype.name}; gradients only "
-                f"flow through floating-point tensors. Cast first: keras.ops.cast(x, 'float32').")
+                f"flow through floating-point tensors. Cast first: keras.ops.cast(x, 'float32')."
+            )
 
         # On TensorFlow, keras.ops.custom_gradient is exactly tf.custom_gradient; calling it
         # directly keeps the grad(upstream) signature unambiguous (float16/32/64 are tested).
@@ -215,16 +238,23 @@ class SurrogateGradient:
 def _check_like(name, role, x, result):
     """ValueError unless ``result`` has the shape and dtype of ``x`` (as far as known statically)."""
     shape, dtype = getattr(result, "shape", None), getattr(result, "dtype", None)
-    same_shape = shape is not None and len(shape) == len(x.shape) and all(
-        a is None or b is None or a == b for a, b in zip(x.shape, shape))
+    same_shape = (
+        shape is not None
+        and len(shape) == len(x.shape)
+        and all(a is None or b is None or a == b for a, b in zip(x.shape, shape))
+    )
     same_dtype = dtype is not None and _tf().as_dtype(dtype) == x.dtype
     if not (same_shape and same_dtype):
-        got = (f"shape {tuple(shape)} dtype {getattr(dtype, 'name', dtype)}"
-               if shape is not None else f"{type(result).__name__} {result!r}")
+        got = (
+            f"shape {tuple(shape)} dtype {getattr(dtype, 'name', dtype)}"
+            if shape is not None
+            else f"{type(result).__name__} {result!r}"
+        )
         raise ValueError(
             f"surrogate {name!r}: {role} returned {got} for an input of shape "
             f"{tuple(x.shape)} dtype {x.dtype.name}. It must return a tensor shaped like its input "
-            f"with the same dtype, e.g. keras.ops.ones_like(x) or keras.ops.cast(..., x.dtype).")
+            f"with the same dtype, e.g. keras.ops.ones_like(x) or keras.ops.cast(..., x.dtype)."
+        )
 
 
 def unique_name(base):
@@ -313,11 +343,17 @@ def straight_through(forward, name=None):
     "forward a sigmoid, backpropagate 1" (Bengio, Leonard & Courville 2013).
     """
     label = getattr(forward, "__name__", "forward").strip("<>")
-    return SurrogateGradient(forward, _ones_like, name or f"straight_through_{label}", formula="$1$",
-                             forward_formula=rf"$\mathrm{{{_latex_name(label)}}}(x)$")
+    return SurrogateGradient(
+        forward,
+        _ones_like,
+        name or f"straight_through_{label}",
+        formula="$1$",
+        forward_formula=rf"$\mathrm{{{_latex_name(label)}}}(x)$",
+    )
 
 
 # --- the catalog: forwards and published derivatives -----------------------------
+
 
 def _ones_like(x, **_):
     return _ops().ones_like(x)
@@ -407,81 +443,150 @@ def _smooth_floor_derivative(x, depth=3):
     return d
 
 
-_BENGIO = ("Bengio, Leonard & Courville (2013), Estimating or propagating gradients "
-           "through stochastic neurons for conditional computation, arXiv:1308.3432")
+_BENGIO = (
+    "Bengio, Leonard & Courville (2013), Estimating or propagating gradients "
+    "through stochastic neurons for conditional computation, arXiv:1308.3432"
+)
 
 
 def _entry(name, doc, forward, derivative, formula, forward_formula, reference, **spec):
     doc = f"{doc}\n\n    Source: {reference}.\n    Introduced in 02_surrogate_zoo.ipynb."
-    return name, SurrogateGradient(forward, derivative, name, spec=spec, formula=formula,
-                                   forward_formula=forward_formula, reference=reference, doc=doc)
+    return name, SurrogateGradient(
+        forward,
+        derivative,
+        name,
+        spec=spec,
+        formula=formula,
+        forward_formula=forward_formula,
+        reference=reference,
+        doc=doc,
+    )
 
 
 _SIGN = r"$\mathrm{sign}(x)$"
 _STEP = r"$H(x) = [x > 0]$"
 
-SURROGATES = dict([
-    _entry("sign_ste", "sign(x) (0 at 0); derivative 1, the straight-through estimator.",
-           _sign, _ones_like, "$1$", _SIGN, _BENGIO),
-    _entry("sign_clipped_ste",
-           "sign(x); derivative 1 where |x| <= clip, else 0 (hardtanh's derivative).",
-           _sign, _clipped_ones, lambda p: rf"$[\,|x| \leq {p['clip']:g}\,]$", _SIGN,
-           "Courbariaux, Hubara et al. (2016), Binarized Neural Networks, arXiv:1602.02830",
-           clip=Param(1.0, 0.0, 100.0, slider=(0.1, 3.0, 0.1))),
-    _entry("sign_approx", "sign(x); derivative 2 - 2|x| where |x| <= 1, else 0.",
-           _sign, _approx_sign_derivative, r"$(2 - 2|x|)\,[\,|x| \leq 1\,]$", _SIGN,
-           "Liu et al. (2018), Bi-Real Net, ECCV, arXiv:1808.00278"),
-    _entry("sign_swish",
-           "sign(x); derivative beta (2 - beta x tanh(beta x / 2)) / (1 + cosh(beta x)).",
-           _sign, _swish_sign_derivative,
-           lambda p: (rf"$\dfrac{{{p['beta']:g}\,(2 - {p['beta']:g}x\,\tanh({p['beta']:g}x/2))}}"
-                      rf"{{1 + \cosh({p['beta']:g}x)}}$"), _SIGN,
-           "Darabi et al. (2018), BNN+: Improved binary network training, arXiv:1812.11800",
-           beta=Param(5.0, 0.0, 100.0, slider=(0.5, 20.0, 0.5))),
-    _entry("step_fast_sigmoid",
-           "Heaviside step [x > 0]; derivative 1 / (1 + slope |x|)^2 (the fast sigmoid's).",
-           _heaviside, _fast_sigmoid_derivative,
-           lambda p: rf"$\dfrac{{1}}{{(1 + {p['slope']:g}|x|)^2}}$", _STEP,
-           "Zenke & Ganguli (2018), SuperSpike, Neural Computation 30(6)",
-           slope=Param(25.0, 0.0, 1000.0, slider=(1.0, 100.0, 1.0))),
-    _entry("step_sigmoid",
-           "Heaviside step [x > 0]; derivative slope s (1 - s) with s = sigmoid(slope x).",
-           _heaviside, _sigmoid_derivative,
-           lambda p: rf"${p['slope']:g}\,\sigma({p['slope']:g}x)\,(1 - \sigma({p['slope']:g}x))$",
-           _STEP,
-           "Neftci, Mostafa & Zenke (2019), Surrogate gradient learning in spiking neural "
-           "networks, IEEE Signal Processing Magazine 36(6)",
-           slope=Param(25.0, 0.0, 1000.0, slider=(1.0, 100.0, 1.0))),
-    _entry("step_atan",
-           "Heaviside step [x > 0]; derivative (alpha/2) / (1 + (pi/2 alpha x)^2) (arctan's).",
-           _heaviside, _atan_derivative,
-           lambda p: rf"$\dfrac{{{p['alpha'] / 2:g}}}{{1 + ({_times(p['alpha'] / 2)}\pi x)^2}}$", _STEP,
-           "Fang et al. (2021), Incorporating learnable membrane time constant to enhance "
-           "learning of spiking neural networks, ICCV; the ATan surrogate of SpikingJelly",
-           alpha=Param(2.0, 0.0, 100.0, slider=(0.5, 10.0, 0.5))),
-    _entry("round_ste",
-           "round(x), half to even as keras.ops.round and tf.round do (0.5 -> 0, 1.5 -> 2); "
-           "derivative 1.", _round, _ones_like, "$1$", r"$\mathrm{round}(x)$", _BENGIO),
-    _entry("floor_ste", "floor(x); derivative 1.",
-           _floor, _ones_like, "$1$", r"$\lfloor x \rfloor$", _BENGIO),
-    _entry("floor_smooth",
-           "floor(x); derivative that of the smooth floor a(...a(x)) - 0.5 (a nested depth\n"
-           "    times) with a(x) = (sin(2 pi x) + 2 pi x) / (2 pi).",
-           _floor, _smooth_floor_derivative,
-           lambda p: (rf"$\dfrac{{d}}{{dx}}\,a^{{{p['depth']}}}(x),\ "
-                      r"a(x) = x + \dfrac{\sin 2\pi x}{2\pi}$"),
-           r"$\lfloor x \rfloor$",
-           "the smooth staircase obtained by iterating a(x) = x + sin(2 pi x) / (2 pi), whose "
-           "fixed points at half-integers attract",
-           depth=Param(3, 1, 10, integer=True, low_inclusive=True, slider=(1, 6, 1))),
-    _entry("sigmoid_identity",
-           "sigmoid(x); derivative 1: 'forward a sigmoid, backpropagate 1'.",
-           _sigmoid, _ones_like, "$1$", r"$\sigma(x)$", _BENGIO),
-    _entry("cast_int_ste",
-           "trunc(x * scale) / scale: a cast to integer (toward zero) and back to float at a\n"
-           "    resolution of 1/scale (scale=1 is the plain cast); derivative 1.",
-           _cast_int, _ones_like, "$1$",
-           lambda p: (r"$\mathrm{int}(x)$" if p["scale"] == 1
-                      else rf"$\mathrm{{trunc}}({p['scale']:g}x)/{p['scale']:g}$"),
-           _BENGIO, scale=Param(1.0, 0.0, 1e6, slider=(1.0, 16.0, 1.0))),
-])
+SURROGATES = dict(
+    [
+        _entry(
+            "sign_ste",
+            "sign(x) (0 at 0); derivative 1, the straight-through estimator.",
+            _sign,
+            _ones_like,
+            "$1$",
+            _SIGN,
+            _BENGIO,
+        ),
+        _entry(
+            "sign_clipped_ste",
+            "sign(x); derivative 1 where |x| <= clip, else 0 (hardtanh's derivative).",
+            _sign,
+            _clipped_ones,
+            lambda p: rf"$[\,|x| \leq {p['clip']:g}\,]$",
+            _SIGN,
+            "Courbariaux, Hubara et al. (2016), Binarized Neural Networks, arXiv:1602.02830",
+            clip=Param(1.0, 0.0, 100.0, slider=(0.1, 3.0, 0.1)),
+        ),
+        _entry(
+            "sign_approx",
+            "sign(x); derivative 2 - 2|x| where |x| <= 1, else 0.",
+            _sign,
+            _approx_sign_derivative,
+            r"$(2 - 2|x|)\,[\,|x| \leq 1\,]$",
+            _SIGN,
+            "Liu et al. (2018), Bi-Real Net, ECCV, arXiv:1808.00278",
+        ),
+        _entry(
+            "sign_swish",
+            "sign(x); derivative beta (2 - beta x tanh(beta x / 2)) / (1 + cosh(beta x)).",
+            _sign,
+            _swish_sign_derivative,
+            lambda p: (
+                rf"$\dfrac{{{p['beta']:g}\,(2 - {p['beta']:g}x\,\tanh({p['beta']:g}x/2))}}"
+                rf"{{1 + \cosh({p['beta']:g}x)}}$"
+            ),
+            _SIGN,
+            "Darabi et al. (2018), BNN+: Improved binary network training, arXiv:1812.11800",
+            beta=Param(5.0, 0.0, 100.0, slider=(0.5, 20.0, 0.5)),
+        ),
+        _entry(
+            "step_fast_sigmoid",
+            "Heaviside step [x > 0]; derivative 1 / (1 + slope |x|)^2 (the fast sigmoid's).",
+            _heaviside,
+            _fast_sigmoid_derivative,
+            lambda p: rf"$\dfrac{{1}}{{(1 + {p['slope']:g}|x|)^2}}$",
+            _STEP,
+            "Zenke & Ganguli (2018), SuperSpike, Neural Computation 30(6)",
+            slope=Param(25.0, 0.0, 1000.0, slider=(1.0, 100.0, 1.0)),
+        ),
+        _entry(
+            "step_sigmoid",
+            "Heaviside step [x > 0]; derivative slope s (1 - s) with s = sigmoid(slope x).",
+            _heaviside,
+            _sigmoid_derivative,
+            lambda p: rf"${p['slope']:g}\,\sigma({p['slope']:g}x)\,(1 - \sigma({p['slope']:g}x))$",
+            _STEP,
+            "Neftci, Mostafa & Zenke (2019), Surrogate gradient learning in spiking neural "
+            "networks, IEEE Signal Processing Magazine 36(6)",
+            slope=Param(25.0, 0.0, 1000.0, slider=(1.0, 100.0, 1.0)),
+        ),
+        _entry(
+            "step_atan",
+            "Heaviside step [x > 0]; derivative (alpha/2) / (1 + (pi/2 alpha x)^2) (arctan's).",
+            _heaviside,
+            _atan_derivative,
+            lambda p: rf"$\dfrac{{{p['alpha'] / 2:g}}}{{1 + ({_times(p['alpha'] / 2)}\pi x)^2}}$",
+            _STEP,
+            "Fang et al. (2021), Incorporating learnable membrane time constant to enhance "
+            "learning of spiking neural networks, ICCV; the ATan surrogate of SpikingJelly",
+            alpha=Param(2.0, 0.0, 100.0, slider=(0.5, 10.0, 0.5)),
+        ),
+        _entry(
+            "round_ste",
+            "round(x), half to even as keras.ops.round and tf.round do (0.5 -> 0, 1.5 -> 2); derivative 1.",
+            _round,
+            _ones_like,
+            "$1$",
+            r"$\mathrm{round}(x)$",
+            _BENGIO,
+        ),
+        _entry("floor_ste", "floor(x); derivative 1.", _floor, _ones_like, "$1$", r"$\lfloor x \rfloor$", _BENGIO),
+        _entry(
+            "floor_smooth",
+            "floor(x); derivative that of the smooth floor a(...a(x)) - 0.5 (a nested depth\n"
+            "    times) with a(x) = (sin(2 pi x) + 2 pi x) / (2 pi).",
+            _floor,
+            _smooth_floor_derivative,
+            lambda p: (
+                rf"$\dfrac{{d}}{{dx}}\,a^{{{p['depth']}}}(x),\ "
+                r"a(x) = x + \dfrac{\sin 2\pi x}{2\pi}$"
+            ),
+            r"$\lfloor x \rfloor$",
+            "the smooth staircase obtained by iterating a(x) = x + sin(2 pi x) / (2 pi), whose "
+            "fixed points at half-integers attract",
+            depth=Param(3, 1, 10, integer=True, low_inclusive=True, slider=(1, 6, 1)),
+        ),
+        _entry(
+            "sigmoid_identity",
+            "sigmoid(x); derivative 1: 'forward a sigmoid, backpropagate 1'.",
+            _sigmoid,
+            _ones_like,
+            "$1$",
+            r"$\sigma(x)$",
+            _BENGIO,
+        ),
+        _entry(
+            "cast_int_ste",
+            "trunc(x * scale) / scale: a cast to integer (toward zero) and back to float at a\n"
+            "    resolution of 1/scale (scale=1 is the plain cast); derivative 1.",
+            _cast_int,
+            _ones_like,
+            "$1$",
+            lambda p: (
+                r"$\mathrm{int}(x)$" if p["scale"] == 1 else rf"$\mathrm{{trunc}}({p['scale']:g}x)/{p['scale']:g}$"
+            ),
+            _BENGIO,
+            scale=Param(1.0, 0.0, 1e6, slider=(1.0, 16.0, 1.0)),
+        ),
+    ]
+)
