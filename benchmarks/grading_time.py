@@ -19,8 +19,8 @@ import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from notebook_runner import clean_environment  # noqa: E402
-from notebook_runner import run_nbgrader as nbgrader
+from notebook_runner import clean_environment  # noqa: E402  (tests/ is put on the path just above)
+from notebook_runner import run_nbgrader as nbgrader  # noqa: E402
 
 ASSIGNMENT = "05_assignment_quantized_autoencoder"
 CLASS_SIZE = 200

@@ -8,7 +8,9 @@ import time
 STATEMENTS = {
     "import tensorflow": "import tensorflow",
     "import workbook": "import workbook",
-    "import workbook; workbook.SURROGATES['round_ste'](1.0) (first use loads TensorFlow)": "import workbook; workbook.SURROGATES['round_ste'](1.0)",
+    "import workbook; workbook.SURROGATES['round_ste'](1.0) (first use loads TensorFlow)": (
+        "import workbook; workbook.SURROGATES['round_ste'](1.0)"
+    ),
 }
 
 

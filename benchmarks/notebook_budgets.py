@@ -74,9 +74,9 @@ def main():
         rows.append(f"| {path.name} | {seconds:.0f} s | {peak / 2**20:.0f} MiB | {verdict} |")
     rows.append(f"| **all notebooks** | **{total:.0f} s** | | {'yes' if total <= 600 else 'no'} (10 min) |")
     return (
-        "## Notebook budgets\n\nEach notebook run top to bottom with its classroom defaults (not the test suite's turned-down ones), in a fresh kernel; memory is the kernel's resident set, sampled every 0.2 s, children included.\n\n"
-        + "\n".join(rows)
-        + "\n"
+        "## Notebook budgets\n\nEach notebook run top to bottom with its classroom defaults (not the test suite's "
+        "turned-down ones), in a fresh kernel; memory is the kernel's resident set, sampled every 0.2 s, "
+        "children included.\n\n" + "\n".join(rows) + "\n"
     )
 
 

@@ -31,7 +31,8 @@ def machine():
     import tensorflow as tf
 
     return (
-        f"- Machine: {os.cpu_count()} CPU cores ({platform.machine()}), {psutil.virtual_memory().total / 2**30:.0f} GiB memory, no GPU used\n"
+        f"- Machine: {os.cpu_count()} CPU cores ({platform.machine()}), "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB memory, no GPU used\n"
         f"- Python {platform.python_version()}, TensorFlow {tf.__version__}, Keras {keras.__version__}\n"
         f"- Measured {datetime.date.today().isoformat()}; shared machine, so CPU-time ratios are the figures to trust\n"
     )

@@ -57,24 +57,31 @@ def metadata_problems(path):
             problems.append(f"{where}: grade_id {grade_id!r} is also used by cell {seen[grade_id]}")
         else:
             seen[grade_id] = index
-        if meta.get("schema_version") != 3:
-            problems.append(f"{where}: schema_version is {meta.get('schema_version')!r}, nbgrader 0.9 writes 3")
-        if meta.get("grade") and not isinstance(meta.get("points"), (int, float)):
-            problems.append(f"{where}: a graded cell needs points, got {meta.get('points')!r}")
-        if meta.get("grade") and not meta.get("solution") and not meta.get("locked"):
-            problems.append(f"{where}: a graded test cell should be locked, so grading restores it")
-        source = cell.source
-        if meta.get("solution") and cell.cell_type == "code" and not all(m in source for m in SOLUTION_MARKERS):
-            problems.append(f"{where}: a solution cell without {' / '.join(SOLUTION_MARKERS)}")
-        if any(m in source for m in SOLUTION_MARKERS) and not meta.get("solution"):
-            problems.append(f"{where}: solution markers in a cell that is not a solution cell")
-        if any(m in source for m in HIDDEN_MARKERS) and not meta.get("grade"):
-            problems.append(f"{where}: hidden-test markers in a cell that is not graded")
+        problems += [f"{where}: {problem}" for problem in _cell_problems(cell, meta)]
     for index, cell in enumerate(notebook.cells):
         if "nbgrader" not in cell.get("metadata", {}) and any(
             m in cell.source for m in SOLUTION_MARKERS + HIDDEN_MARKERS
         ):
             problems.append(f"{path.name} cell {index}: nbgrader markers in a cell without nbgrader metadata")
+    return problems
+
+
+def _cell_problems(cell, meta):
+    """What in one nbgrader cell's metadata and markers disagrees."""
+    problems = []
+    if meta.get("schema_version") != 3:
+        problems.append(f"schema_version is {meta.get('schema_version')!r}, nbgrader 0.9 writes 3")
+    if meta.get("grade") and not isinstance(meta.get("points"), (int, float)):
+        problems.append(f"a graded cell needs points, got {meta.get('points')!r}")
+    if meta.get("grade") and not meta.get("solution") and not meta.get("locked"):
+        problems.append("a graded test cell should be locked, so grading restores it")
+    source = cell.source
+    if meta.get("solution") and cell.cell_type == "code" and not all(m in source for m in SOLUTION_MARKERS):
+        problems.append(f"a solution cell without {' / '.join(SOLUTION_MARKERS)}")
+    if any(m in source for m in SOLUTION_MARKERS) and not meta.get("solution"):
+        problems.append("solution markers in a cell that is not a solution cell")
+    if any(m in source for m in HIDDEN_MARKERS) and not meta.get("grade"):
+        problems.append("hidden-test markers in a cell that is not graded")
     return problems
 
 

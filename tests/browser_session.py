@@ -239,8 +239,8 @@ class JupyterLab:
         env.pop("JUPYTER_PATH", None)
         env.pop("JUPYTER_TOKEN", None)
         self.log_path = scratch / "jupyterlab.log"
-        self._log = open(self.log_path, "wb")
-        for attempt in range(3):  # a port found free may be taken before the server binds it
+        self._log = open(self.log_path, "wb")  # noqa: SIM115  (open for the server's whole life; closed in stop())
+        for _attempt in range(3):  # a port found free may be taken before the server binds it
             self.port = free_port()
             # `-m jupyterlab`, not `-m jupyter lab`: the latter runs whichever `jupyter-lab`
             # script it finds, which may belong to another environment.

@@ -193,13 +193,13 @@ def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
     for path in generated:
         make_assignments.unfold_answer_cells(path)
     assert [p.relative_to(course / "release") for p in generated] == [p.relative_to(RELEASE) for p in RELEASED]
-    for fresh_path, committed_path in zip(generated, RELEASED):
+    for fresh_path, committed_path in zip(generated, RELEASED, strict=True):
         fresh = nbformat.read(fresh_path, as_version=4)
         committed = nbformat.read(committed_path, as_version=4)
         assert fresh.metadata == committed.metadata
         stale = [
             i
-            for i, (a, b) in enumerate(zip(fresh.cells, committed.cells))
+            for i, (a, b) in enumerate(zip(fresh.cells, committed.cells, strict=False))
             if (a.cell_type, a.source, a.metadata) != (b.cell_type, b.source, b.metadata)
         ]
         assert len(fresh.cells) == len(committed.cells) and not stale, (

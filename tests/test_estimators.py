@@ -2,6 +2,8 @@
 the exact gradient of the expected loss by listing outcomes, formulas from the papers,
 NumPy, and TensorFlow's own tape."""
 
+import itertools
+
 import keras
 import numpy as np
 import pytest
@@ -167,9 +169,9 @@ def test_gumbel_softmax_bias_shrinks_and_variance_grows_as_tau_goes_to_zero(esti
     sweep = [measure_bias_and_variance(estimator, problem, n_samples=4000, tau=tau) for tau in (2.0, 1.0, 0.5, 0.25)]
     biases = [r.bias_norm for r in sweep]
     variances = [r.variance for r in sweep]
-    assert all(b > a for a, b in zip(variances, variances[1:])), variances
+    assert all(b > a for a, b in itertools.pairwise(variances)), variances
     # each step down in bias must be more than the noise of the two measurements
-    for hotter, colder in zip(sweep, sweep[1:]):
+    for hotter, colder in itertools.pairwise(sweep):
         assert (
             colder.bias_norm < hotter.bias_norm - 2 * (hotter.noise_floor + colder.noise_floor)
             or colder.bias_norm < 3 * colder.noise_floor

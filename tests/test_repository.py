@@ -242,11 +242,12 @@ def test_notebook_opens_with_its_own_colab_badge_and_installs_the_workbook_from_
     install = INSTALL_LINE.search(setup)
     assert install, f"{path.name}: the Setup cell should install the workbook from git+https://github.com/..."
     assert install.groups() == (repository, ref), (
-        f"{path.name}: the badge opens {repository}@{ref}, the Setup cell installs {install.group(1)}@{install.group(2)}"
+        f"{path.name}: the badge opens {repository}@{ref}, "
+        f"the Setup cell installs {install.group(1)}@{install.group(2)}"
     )
     # Only the workbook: Colab's TensorFlow, Keras and ipywidgets stay; the tests point it at this checkout.
     assert "%pip install --quiet --no-deps {install_source}" in setup
-    assert 'os.environ.get("WORKBOOK_INSTALL_SOURCE"' in setup
+    assert re.search(r'os\.environ\.get\(\s*"WORKBOOK_INSTALL_SOURCE"', setup)
     assert setup.index('find_spec("workbook") is None') < setup.index("%pip install")
 
 

@@ -6,13 +6,11 @@ False, so that a graded cell reads ``assert check_...(...)`` and a student can r
 same line before submitting.
 """
 
-import math
-import numbers
-
 import numpy as np
 
-from .arguments import check_range
+from .arguments import check_range, is_number, is_whole_number
 from .checks import report_mismatch
+from .gradients import value_and_gradient
 
 __all__ = ["check_quantizer", "check_gradient_fix", "check_reconstruction", "LEVELS"]
 
@@ -52,17 +50,14 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
     import tensorflow as tf
 
     check_range("x_range", x_range)
-    if isinstance(n_points, bool) or not isinstance(n_points, numbers.Integral) or n_points < 2:
+    if not is_whole_number(n_points, low=2):
         raise ValueError(f"n_points={n_points!r} must be a whole number of at least 2.")
     x = _away_from(_inputs(x_range, n_points, seed), _TIES)
     name = _name(fn, "your quantizer")
     xt = tf.constant(x, dtype="float32")
     try:
-        with tf.GradientTape() as tape:
-            tape.watch(xt)
-            y = fn(xt)
+        y, grad = value_and_gradient(fn, xt) if gradient else (fn(xt), None)
         got = _as_array(y, x.shape, f"{name}(x)")
-        grad = tape.gradient(y, xt) if gradient else None
     except Exception as error:  # a student's function: any failure becomes a verdict
         print(f"✗ {name} raised {_describe(error)} on {len(x):,} inputs in {list(x_range)}.")
         return False
@@ -137,11 +132,8 @@ def check_gradient_fix(fixed, original, derivative=None, example=None, seed=0):
         print(f"✗ Could not evaluate the original or the derivative: {_describe(error)}.")
         return False
     try:
-        with tf.GradientTape() as tape:
-            tape.watch(xt)
-            y = fixed(xt)
+        y, grad = value_and_gradient(fixed, xt)
         got = _as_array(y, expected.shape, f"{name}(x)")
-        grad = tape.gradient(y, xt)
     except Exception as error:
         print(f"✗ {name} raised {_describe(error)} on an input of shape {x.shape}.")
         return False
@@ -205,7 +197,7 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
         ("seconds", seconds),
         ("time_budget_seconds", time_budget_seconds),
     ):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        if not is_number(value, low=0):
             raise ValueError(f"{argument}={value!r} must be a number of at least 0.")
     x_test = np.asarray(x_test, dtype="float32")
     if x_test.ndim != 4 or x_test.shape[1:] != (28, 28, 1) or len(x_test) == 0:

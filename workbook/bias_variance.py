@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .arguments import is_number, is_whole_number
 from .estimators import ESTIMATORS, check_estimator, check_tau, sample_latent
+from .gradients import value_and_gradient
 
 __all__ = ["DiscreteProblem", "make_problem", "BiasVariance", "measure_bias_and_variance", "measure_estimators"]
 
@@ -72,15 +74,16 @@ class DiscreteProblem:
 
         outcomes = tf.constant(self.outcomes(), tf.float64)
         logits = tf.constant(self.logits, tf.float64)
-        with tf.GradientTape() as tape:
-            tape.watch(logits)
+
+        def expected_loss(logits):
             if self.latent == "bernoulli":
                 log_p = outcomes * tf.math.log_sigmoid(logits) + (1 - outcomes) * tf.math.log_sigmoid(-logits)
                 log_p = tf.reduce_sum(log_p, axis=1)
             else:
                 log_p = tf.reduce_sum(outcomes * tf.nn.log_softmax(logits, axis=-1), axis=[1, 2])
-            expected = tf.reduce_sum(tf.exp(log_p) * self.loss(outcomes))
-        return tape.gradient(expected, logits).numpy()
+            return tf.reduce_sum(tf.exp(log_p) * self.loss(outcomes))
+
+        return value_and_gradient(expected_loss, logits)[1].numpy()
 
     def expected_loss(self):
         """E[f(z)], listing every outcome."""
@@ -119,7 +122,7 @@ def make_problem(latent="bernoulli", n_latents=6, n_classes=3, n_outputs=8, seed
         ("n_outputs", n_outputs, 1),
         ("seed", seed, 0),
     ):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        if not is_whole_number(value, low=low):
             raise ValueError(f"make_problem: {name}={value!r} must be a whole number of at least {low}.")
     classes = 2 if latent == "bernoulli" else n_classes
     if classes**n_latents > MAX_OUTCOMES:
@@ -196,18 +199,18 @@ def single_sample_gradients(problem, estimator, n_samples=1000, tau=1.0, baselin
     from keras import ops
 
     logits = tf.constant(np.broadcast_to(problem.logits, (n_samples,) + problem.logits.shape), tf.float64)
-    with tf.GradientTape() as tape:
-        tape.watch(logits)
+
+    def objective(logits):
         z, log_prob = sample_latent(logits, problem.latent, estimator, tau=tau, seed=seed)
         losses = problem.loss(z)
-        if estimator == "score_function":
-            baselines = moving_average_baseline(ops.convert_to_numpy(losses), baseline_decay)
-            log_prob = ops.sum(ops.reshape(log_prob, (n_samples, -1)), axis=1)
-            objective = ops.sum(ops.stop_gradient(losses - baselines) * log_prob)
-        else:
-            objective = ops.sum(losses)
+        if estimator != "score_function":
+            return ops.sum(losses)
+        baselines = moving_average_baseline(ops.convert_to_numpy(losses), baseline_decay)
+        log_prob = ops.sum(ops.reshape(log_prob, (n_samples, -1)), axis=1)
+        return ops.sum(ops.stop_gradient(losses - baselines) * log_prob)
+
     # Sample i only touches row i of the tiled logits, so row i of this gradient is its estimate.
-    return tape.gradient(objective, logits).numpy()
+    return value_and_gradient(objective, logits)[1].numpy()
 
 
 def moving_average_baseline(losses, decay):
@@ -247,14 +250,12 @@ def measure_bias_and_variance(estimator, problem=None, n_samples=1000, tau=1.0, 
     """
     check_estimator(estimator, owner="measure_bias_and_variance")
     tau = check_tau(tau, owner="measure_bias_and_variance")
-    if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) or not 2 <= n_samples <= 1_000_000:
+    if not is_whole_number(n_samples, low=2, high=1_000_000):
         raise ValueError(
             f"measure_bias_and_variance: n_samples={n_samples!r} must be a whole number "
             f"from 2 to 1000000, e.g. n_samples=1000."
         )
-    if baseline_decay is not None and (
-        isinstance(baseline_decay, bool) or not isinstance(baseline_decay, numbers.Real) or not 0 <= baseline_decay < 1
-    ):
+    if baseline_decay is not None and not is_number(baseline_decay, low=0, high=1, include_high=False):
         raise ValueError(
             f"measure_bias_and_variance: baseline_decay={baseline_decay!r} must be a number "
             f"in [0, 1), e.g. 0.9, or None for no baseline."

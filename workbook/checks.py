@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 
 from .arguments import check_range
+from .gradients import value_and_gradient
 
 __all__ = ["check_surrogate"]
 
@@ -58,10 +59,7 @@ def check_surrogate(
         return False
     xt = tf.constant(x, dtype=dtype)
     try:
-        with tf.GradientTape() as tape:
-            tape.watch(xt)
-            y = fn(xt)
-        grad = tape.gradient(y, xt)
+        y, grad = value_and_gradient(fn, xt)
         got_y = _numpy(y, x.shape)
     except Exception as error:
         print(f"✗ {name} raised {type(error).__name__} on {len(x)} inputs in {list(x_range)}:\n  {error}")
@@ -103,12 +101,8 @@ def _inputs(x_range, n_points, n_samples, seed):
 def _away_from_jumps(tf, forward, x, dtype, x_range):
     """``x`` without the points within a tiny distance of a jump of ``forward``."""
     delta = 1e-4 * max(1.0, float(x_range[1] - x_range[0]))
-    xt = tf.constant(x, dtype=dtype)
-    with tf.GradientTape() as tape:
-        tape.watch(xt)
-        y = forward(xt)
     # A NumPy reference is allowed (it is the most independent answer); it just has no slope.
-    slope = tape.gradient(y, xt) if tf.is_tensor(y) else None
+    _, slope = value_and_gradient(forward, tf.constant(x, dtype=dtype))
     slope = np.zeros_like(x) if slope is None else np.abs(_numpy(slope, x.shape))
     above = _numpy(forward(tf.constant(x + delta, dtype=dtype)), x.shape)
     below = _numpy(forward(tf.constant(x - delta, dtype=dtype)), x.shape)

@@ -4,6 +4,7 @@ Introduced in 00_start_here.ipynb; every training notebook calls
 :func:`load_mnist`.
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -13,6 +14,8 @@ import urllib.request
 from importlib import resources
 
 import numpy as np
+
+from .arguments import is_whole_number
 
 #: Where Keras downloads MNIST from (``keras.datasets.mnist.load_data``).
 KERAS_MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
@@ -53,7 +56,7 @@ def load_mnist(n_train=None, n_test=None, source="auto", seed=0):
         raise ValueError(f"source={source!r} is not known; use one of {', '.join(map(repr, SOURCES))}.")
     _check_count("n_train", n_train)
     _check_count("n_test", n_test)
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+    if not is_whole_number(seed, low=0):
         raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
 
     if source == "bundled":
@@ -88,7 +91,7 @@ def bundled_mnist_path():
 def _check_count(name, value):
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_whole_number(value, low=1):
         raise ValueError(f"{name}={value!r} must be None (all images) or a whole number of at least 1.")
 
 
@@ -205,10 +208,9 @@ def _run_with_timeout(function, timeout):
     result = []
 
     def target():
-        try:
+        # Any failure (no network, a corrupt cache) means the same to the caller: no result.
+        with contextlib.suppress(Exception):
             result.append(function())
-        except Exception:
-            pass
 
     worker = threading.Thread(target=target, daemon=True)
     worker.start()

@@ -11,11 +11,10 @@ test time (``predict``, ``evaluate``) it draws a hard sample (or, with
 measures a model whose decoder sees a discrete code.
 """
 
-import numbers
-
 import keras
 from keras import ops
 
+from .arguments import is_number, is_whole_number
 from .estimators import check_estimator, check_tau, latent_mode, sample_latent
 
 __all__ = ["DiscreteBottleneck", "VectorQuantizer", "ScoreFunctionAutoencoder"]
@@ -75,15 +74,11 @@ class DiscreteBottleneck(keras.layers.Layer):
                 f"sample) or 'mode' (the most likely latent)."
             )
         self.tau = check_tau(tau, owner="DiscreteBottleneck")
-        if (
-            isinstance(baseline_decay, bool)
-            or not isinstance(baseline_decay, numbers.Real)
-            or not 0 <= baseline_decay < 1
-        ):
+        if not is_number(baseline_decay, low=0, high=1, include_high=False):
             raise ValueError(
                 f"DiscreteBottleneck: baseline_decay={baseline_decay!r} must be a number in [0, 1), e.g. 0.9."
             )
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+        if seed is not None and not is_whole_number(seed, low=0):
             raise ValueError(f"DiscreteBottleneck: seed={seed!r} must be None or a whole number of at least 0.")
         super().__init__(name=name, **kwargs)
         self.latent, self.estimator = latent, estimator
@@ -165,13 +160,13 @@ class VectorQuantizer(keras.layers.Layer):
     """
 
     def __init__(self, n_codes=32, commitment=0.25, seed=0, name="bottleneck", **kwargs):
-        if isinstance(n_codes, bool) or not isinstance(n_codes, numbers.Integral) or not 2 <= n_codes <= 65536:
+        if not is_whole_number(n_codes, low=2, high=65536):
             raise ValueError(
                 f"VectorQuantizer: n_codes={n_codes!r} must be a whole number from 2 to 65536, e.g. n_codes=32."
             )
-        if isinstance(commitment, bool) or not isinstance(commitment, numbers.Real) or not 0 <= commitment <= 10:
+        if not is_number(commitment, low=0, high=10):
             raise ValueError(f"VectorQuantizer: commitment={commitment!r} must be a number in [0, 10], e.g. 0.25.")
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        if not is_whole_number(seed, low=0):
             raise ValueError(f"VectorQuantizer: seed={seed!r} must be a whole number of at least 0.")
         super().__init__(name=name, **kwargs)
         self.n_codes, self.commitment, self.seed = int(n_codes), float(commitment), int(seed)
@@ -254,7 +249,7 @@ class ScoreFunctionAutoencoder(keras.Sequential):
             for layer, log_prob in scored:
                 objective = objective + layer.score_function_loss(example_losses, log_prob)
         gradients = tape.gradient(objective, self.trainable_weights)
-        self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
+        self.optimizer.apply_gradients(zip(gradients, self.trainable_weights, strict=True))
         for layer, _ in scored:
             layer.update_baseline(example_losses)
         for metric in self.metrics:

@@ -9,6 +9,8 @@ import random
 
 import numpy as np
 
+from .arguments import is_whole_number
+
 
 def setup(seed=0, quiet=True):
     """Seed Python, NumPy and TensorFlow and (optionally) quiet TensorFlow's log.
@@ -32,7 +34,7 @@ def setup(seed=0, quiet=True):
     dict
         The versions in use, as :func:`environment_report` gives them.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_whole_number(seed, low=0):
         raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
     if quiet:
         _quiet_tensorflow()

@@ -26,7 +26,7 @@ one, with its own trade-off:
 Every function uses ``keras.ops`` and works eagerly, in ``tf.function`` and in a layer.
 """
 
-import numbers
+from .arguments import is_number
 
 __all__ = ["ESTIMATORS", "LATENTS", "sample_latent", "latent_mode", "check_estimator", "check_tau"]
 
@@ -55,7 +55,7 @@ def check_estimator(estimator, latent="bernoulli", owner="sample_latent"):
 
 def check_tau(tau, owner="sample_latent"):
     """``tau`` as a float, or a ValueError saying what is allowed."""
-    if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not 0 < tau <= 100:
+    if not is_number(tau, low=0, high=100, include_low=False):
         raise ValueError(
             f"{owner}: tau={tau!r} must be a temperature in (0, 100], e.g. tau=1.0; small tau is closer to discrete."
         )

@@ -20,6 +20,7 @@ output) is listed in course/README.md, with what to review by hand.
 """
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
@@ -448,10 +449,8 @@ def _report_fingerprints(request):
 
     _quiet_tensorflow()
     for name in request["modules"]:
-        try:
+        with contextlib.suppress(ImportError):
             importlib.import_module(name)
-        except ImportError:
-            pass
     import workbook
 
     for name in request["workbook_names"]:

@@ -3,7 +3,7 @@
 Introduced in 04_autoencoder_lab.ipynb.
 """
 
-import numpy as np
+from .arguments import is_number, is_whole_number
 
 #: The options :func:`autoencoder` understands, with their defaults.
 DEFAULT_OPTIONS = {"learning_rate": 1e-3, "seed": 0}
@@ -56,9 +56,9 @@ def autoencoder(bottleneck=None, **options):
         )
     settings = {**DEFAULT_OPTIONS, **options}
     learning_rate, seed = settings["learning_rate"], settings["seed"]
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)) or not learning_rate > 0:
+    if not is_number(learning_rate, low=0, include_low=False):
         raise ValueError(f"learning_rate={learning_rate!r} must be a positive number, e.g. learning_rate=1e-3.")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_whole_number(seed, low=0):
         raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
 
     import keras
