@@ -9,7 +9,7 @@ same line before submitting.
 import numpy as np
 
 from .arguments import check_range, is_number, is_whole_number
-from .checks import report_mismatch
+from .checks import report_mismatch, sample_points
 from .gradients import value_and_gradient
 
 __all__ = ["check_quantizer", "check_gradient_fix", "check_reconstruction", "LEVELS"]
@@ -52,7 +52,7 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
     check_range("x_range", x_range)
     if not is_whole_number(n_points, low=2):
         raise ValueError(f"n_points={n_points!r} must be a whole number of at least 2.")
-    x = _away_from(_inputs(x_range, n_points, seed), _TIES)
+    x = _away_from(sample_points(x_range, n_points, n_points, seed, off_grid=False), _TIES)
     name = _name(fn, "your quantizer")
     xt = tf.constant(x, dtype="float32")
     try:
@@ -350,12 +350,6 @@ def _describe(error):
     if isinstance(error, NotImplementedError) and not str(error):
         return "NotImplementedError: it is not written yet (replace `raise NotImplementedError()` with your code)"
     return f"{type(error).__name__}: {error}"
-
-
-def _inputs(x_range, n_points, seed):
-    low, high = float(x_range[0]), float(x_range[1])
-    rng = np.random.default_rng(seed)
-    return np.concatenate([np.linspace(low, high, n_points), rng.uniform(low, high, n_points)])
 
 
 def _away_from(x, points):

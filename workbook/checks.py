@@ -6,6 +6,7 @@ Introduced in 01_forward_and_backward.ipynb (:func:`check_surrogate`).
 import numbers
 
 import numpy as np
+import tensorflow as tf
 
 from .arguments import check_range
 from .gradients import value_and_gradient
@@ -45,13 +46,11 @@ def check_surrogate(
     bool
         True if both the values and the gradient match everywhere tested.
     """
-    import tensorflow as tf
-
     check_range("x_range", x_range)
-    x = _inputs(x_range, n_points, n_samples, seed)
+    x = sample_points(x_range, n_points, n_samples, seed)
     name = getattr(fn, "name", None) or getattr(fn, "__name__", "fn")
     try:
-        x = _away_from_jumps(tf, forward, x, dtype, x_range)
+        x = _away_from_jumps(forward, x, dtype, x_range)
         expected_y = _numpy(forward(tf.constant(x, dtype=dtype)), x.shape)
         expected_d = _numpy(derivative(tf.constant(x, dtype=dtype)), x.shape)
     except Exception as error:
@@ -88,17 +87,23 @@ def check_surrogate(
     return True
 
 
-def _inputs(x_range, n_points, n_samples, seed):
+def sample_points(x_range, n_points, n_samples, seed, off_grid=True):
+    """A grid of ``n_points`` over ``x_range`` followed by ``n_samples`` uniform random points.
+
+    With ``off_grid`` the grid is shifted by an irrational fraction of its step, which keeps
+    it off the integers and half-integers where steps, rounding and floors jump.
+    """
     low, high = float(x_range[0]), float(x_range[1])
-    step = (high - low) / max(n_points - 1, 1)
-    # An irrational offset keeps the grid off integers and half-integers, where steps jump.
-    grid = np.linspace(low, high, n_points) + step * (np.sqrt(2) - 1) / 2
-    grid = grid[grid <= high]
+    grid = np.linspace(low, high, n_points)
+    if off_grid:
+        step = (high - low) / max(n_points - 1, 1)
+        grid = grid + step * (np.sqrt(2) - 1) / 2
+        grid = grid[grid <= high]
     rng = np.random.default_rng(seed)
     return np.concatenate([grid, rng.uniform(low, high, n_samples)])
 
 
-def _away_from_jumps(tf, forward, x, dtype, x_range):
+def _away_from_jumps(forward, x, dtype, x_range):
     """``x`` without the points within a tiny distance of a jump of ``forward``."""
     delta = 1e-4 * max(1.0, float(x_range[1] - x_range[0]))
     # A NumPy reference is allowed (it is the most independent answer); it just has no slope.
