@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import workbook.layers
+import workbook
 from workbook import SURROGATES, surrogate
 from workbook.layers import Surrogate
 
@@ -160,4 +160,17 @@ def test_float16_layer():
 
 def test_registered_under_the_workbook_package():
     assert keras.saving.get_registered_name(Surrogate) == "workbook>Surrogate"
-    assert workbook.layers.Surrogate is Surrogate
+    assert keras.saving.get_registered_object("workbook>Surrogate") is Surrogate
+
+
+def test_own_surrogate_added_to_the_catalog_as_advised_saves_and_loads(tmp_path, monkeypatch):
+    """The NotImplementedError says: workbook.SURROGATES[key] = your_surrogate. Doing so works."""
+    mine = surrogate(keras.ops.sign, lambda x: keras.ops.full_like(x, 0.5), name="half_sign")
+    model = keras.Sequential([keras.Input((3,)), workbook.layers.Surrogate(mine, name="half")])
+    monkeypatch.setitem(workbook.SURROGATES, "half_sign", mine)
+    path = tmp_path / "half_sign.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    y, grad = gradient(loaded, np.array([[-2.0, 0.5, 3.0]], "float32"))
+    np.testing.assert_array_equal(y, [[-1.0, 1.0, 1.0]])
+    np.testing.assert_array_equal(grad, 0.5)  # the derivative given, not sign's 0

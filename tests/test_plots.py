@@ -4,7 +4,6 @@ import keras
 import matplotlib
 import numpy as np
 import pytest
-import tensorflow as tf
 from matplotlib.figure import Figure
 
 from workbook import SURROGATES, check_surrogate, explore_surrogates, plot_derivatives, surrogate
@@ -16,23 +15,29 @@ def line(figure, gid):
     return np.asarray(found[0].get_xdata(), float), np.asarray(found[0].get_ydata(), float)
 
 
-def tape_gradient(fn, x):
-    x = tf.constant(x, dtype="float32")
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = fn(x)
-    grad = tape.gradient(y, x)
-    return np.zeros(x.shape) if grad is None else grad.numpy().astype(float)
+def smooth_floor(x, depth=3):
+    for _ in range(depth):
+        x = x + np.sin(2 * np.pi * x) / (2 * np.pi)
+    return x - 0.5
 
 
-@pytest.mark.parametrize("name", ["step_atan", "sign_clipped_ste", "floor_smooth", "sigmoid_identity"])
-def test_backprop_line_is_the_gradienttape_gradient(name):
+# The default derivatives, from the papers, in NumPy (floor_smooth: a central difference of its nest).
+PUBLISHED_DERIVATIVES = {
+    "step_atan": lambda x: 1 / (1 + (np.pi * x) ** 2),
+    "sign_clipped_ste": lambda x: (np.abs(x) <= 1).astype(float),
+    "floor_smooth": lambda x: (smooth_floor(x + 1e-6) - smooth_floor(x - 1e-6)) / 2e-6,
+    "sigmoid_identity": np.ones_like,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_DERIVATIVES))
+def test_backprop_line_is_the_published_derivative(name):
     figure = plot_derivatives(name, x_range=(-2, 2), n_points=201)
     assert isinstance(figure, Figure) and len(figure.axes) == 2
     x, y = line(figure, "backprop")
     keep = np.isfinite(y)
     assert keep.sum() >= 199  # at most a couple of breaks at the derivative's own jumps
-    np.testing.assert_allclose(y[keep], tape_gradient(SURROGATES[name], x[keep]), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(y[keep], PUBLISHED_DERIVATIVES[name](x[keep]), rtol=1e-5, atol=1e-5)
 
 
 def test_backprop_line_is_measured_not_copied_from_the_formula():
@@ -58,11 +63,12 @@ def test_continuous_forward_is_one_unbroken_line():
     assert not np.isnan(y).any() and len(y) == 201
 
 
-def test_true_derivative_marks_none_and_the_legend_uses_latex():
+def test_legends_show_the_formulas_and_say_when_autodiff_gives_none():
     figure = plot_derivatives("step_fast_sigmoid", n_points=101)
-    labels = [text.get_text() for ax in figure.axes for text in ax.get_legend().get_texts()]
-    assert any("None" in label for label in labels)
-    assert any(SURROGATES["step_fast_sigmoid"].formula in label for label in labels)
+    forward_labels, derivative_labels = ([t.get_text() for t in ax.get_legend().get_texts()] for ax in figure.axes)
+    assert forward_labels == [r"forward: $H(x) = [x > 0]$"]
+    assert "autodiff of forward: None (no gradient at all)" in derivative_labels
+    assert r"backprop uses: $\dfrac{1}{(1 + 25|x|)^2}$" in derivative_labels
     _, true = line(figure, "true_derivative")
     assert np.all(true[np.isfinite(true)] == 0)
 
@@ -94,8 +100,11 @@ def test_bad_arguments_are_value_errors():
         plot_derivatives("no_such_thing")
     with pytest.raises(ValueError, match="x_range"):
         plot_derivatives("sign_ste", x_range=(2, -2))
-    with pytest.raises(ValueError, match="n_points"):
-        plot_derivatives("sign_ste", n_points=1)
+    for bad in (1, 2, 100_001, 50.0, True):
+        with pytest.raises(ValueError) as refused:
+            plot_derivatives("sign_ste", n_points=bad)
+        assert str(refused.value) == f"n_points={bad!r} must be a whole number from 3 to 100000."
+    assert len(line(plot_derivatives("sign_ste", n_points=np.int64(3)), "backprop")[0]) == 3
 
 
 def test_plotting_leaves_matplotlib_alone_and_renders():
@@ -123,6 +132,18 @@ def test_explorer_builds_and_redraws_when_a_slider_moves():
     assert explorer.current.params == {"alpha": 6.0}
     explorer.dropdown.value = "floor_smooth"
     assert set(explorer.sliders) == {"depth"} and explorer.slider_box.children[0] is explorer.sliders["depth"]
+
+
+def test_explorer_sliders_cover_a_useful_part_of_the_allowed_values():
+    explorer = explore_surrogates(n_points=51, start="step_atan")
+    alpha = explorer.sliders["alpha"]
+    assert (alpha.min, alpha.max, alpha.step, alpha.value) == (0.5, 10.0, 0.5, 2.0)
+    explorer.dropdown.value = "floor_smooth"
+    depth = explorer.sliders["depth"]
+    assert type(depth).__name__ == "IntSlider" and (depth.min, depth.max, depth.step, depth.value) == (1, 6, 1, 3)
+    # an entry whose value lies outside its usual range still shows it, on a wider slider
+    wide = explore_surrogates(custom={"wide": SURROGATES["step_atan"].with_params(alpha=40)}, n_points=51)
+    assert (wide.sliders["alpha"].max, wide.sliders["alpha"].value) == (40.0, 40.0)
 
 
 def test_explorer_takes_your_own_pair_and_reports_its_errors():
@@ -197,7 +218,7 @@ def rendered(figure):
 def test_legend_never_covers_the_x_label_in_a_grid_of_panels():
     """Notebook 02 draws every catalog entry in a 4 x 3 grid, 11 x 14 inches; each legend goes under its "x"."""
     figure = Figure(figsize=(11, 14), layout="constrained")
-    for ax, name in zip(figure.subplots(4, 3).flat, SURROGATES):
+    for ax, name in zip(figure.subplots(4, 3).flat, SURROGATES, strict=True):
         plot_derivatives(name, n_points=51, ax=ax)
     renderer = rendered(figure)
     for ax in figure.axes:
@@ -208,7 +229,7 @@ def test_legend_never_covers_the_x_label_in_a_grid_of_panels():
     # no two legends touch, and no legend reaches into the panel below it
     legends = [ax.get_legend().get_window_extent(renderer) for ax in figure.axes]
     assert not any(overlaps(a, b) for i, a in enumerate(legends) for b in legends[i + 1 :])
-    for upper, lower in zip(figure.axes[:-3], figure.axes[3:]):
+    for upper, lower in zip(figure.axes[:-3], figure.axes[3:], strict=True):
         assert not overlaps(upper.get_legend().get_window_extent(renderer), lower.get_window_extent(renderer))
 
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import workbook
 from workbook import SURROGATES, straight_through, surrogate
 
 
@@ -110,8 +109,8 @@ PUBLISHED = {
 }
 
 
-def test_catalog_has_every_published_entry():
-    assert set(PUBLISHED) <= set(SURROGATES)
+def test_every_catalog_entry_is_a_published_formula_with_its_default_parameters():
+    assert set(SURROGATES) == set(PUBLISHED), "every entry needs its formula in PUBLISHED, and no more"
     for name, (_, _, defaults, _, _) in PUBLISHED.items():
         assert SURROGATES[name].name == name
         assert SURROGATES[name].params == defaults, name
@@ -209,6 +208,19 @@ def test_with_params_refuses_unknown_names_and_bad_values():
             SURROGATES["step_sigmoid"].with_params(slope=bad)
     with pytest.raises(ValueError, match="whole number"):
         SURROGATES["floor_smooth"].with_params(depth=2.5)
+    # the whole message, word for word: it is what a student reads
+    message = "surrogate 'step_sigmoid': slope=0 is not allowed; slope must be a number in (0, 1000] (default 25.0)."
+    with pytest.raises(ValueError) as refused:
+        SURROGATES["step_sigmoid"].with_params(slope=0)
+    assert str(refused.value) == message
+    with pytest.raises(ValueError) as refused:
+        SURROGATES["floor_smooth"].with_params(depth=11)
+    assert str(refused.value).endswith("depth=11 is not allowed; depth must be a whole number in [1, 10] (default 3).")
+    # bounds: a closed lower bound takes its end, an open one does not; 3.0 is the whole number 3
+    assert SURROGATES["floor_smooth"].with_params(depth=1).params == {"depth": 1}
+    depth = SURROGATES["floor_smooth"].with_params(depth=3.0).params["depth"]
+    assert depth == 3 and isinstance(depth, int)
+    assert SURROGATES["step_sigmoid"].with_params(slope=1000).params == {"slope": 1000.0}
     # the catalog entry itself is untouched
     assert SURROGATES["step_atan"].with_params(alpha=4).params == {"alpha": 4.0}
     assert SURROGATES["step_atan"].params == {"alpha": 2.0}
@@ -224,6 +236,20 @@ def test_every_entry_has_a_formula_a_source_and_a_docstring():
             parser.parse(latex)  # raises if matplotlib cannot typeset it
         assert entry.reference and entry.reference in entry.__doc__, name
     assert "2.5" in SURROGATES["sign_swish"].with_params(beta=2.5).formula
+
+
+def test_formulas_fill_in_the_parameters_and_name_your_own_surrogate():
+    """The legends' LaTeX, written out by hand: parameters filled in, 1 never written as a coefficient."""
+    assert SURROGATES["step_atan"].formula == r"$\dfrac{1}{1 + (\pi x)^2}$"
+    assert SURROGATES["step_atan"].with_params(alpha=5).formula == r"$\dfrac{2.5}{1 + (2.5\pi x)^2}$"
+    assert SURROGATES["sign_clipped_ste"].with_params(clip=0.5).formula == r"$[\,|x| \leq 0.5\,]$"
+    assert SURROGATES["cast_int_ste"].forward_formula == r"$\mathrm{int}(x)$"
+    assert SURROGATES["cast_int_ste"].with_params(scale=4).forward_formula == r"$\mathrm{trunc}(4x)/4$"
+    mine = surrogate(keras.ops.sign, keras.ops.ones_like, name="my_sign")
+    assert (mine.forward_formula, mine.formula) == (r"$\mathrm{my\_sign}(x)$", r"$\mathrm{my\_sign}'(x)$")
+    assert surrogate(keras.ops.sign, keras.ops.ones_like, formula="$1$").formula == "$1$"
+    ste = straight_through(keras.ops.round)
+    assert (ste.name, ste.forward_formula, ste.formula) == ("straight_through_round", r"$\mathrm{round}(x)$", "$1$")
 
 
 # --- surrogate() and straight_through() wherever Keras runs them --------------------------
@@ -348,10 +374,6 @@ def test_integer_input_and_bad_forward_are_value_errors():
         surrogate(keras.ops.sum, keras.ops.ones_like, name="total")(tf.ones((3,)))
     with pytest.raises(ValueError, match="derivative"):
         surrogate(keras.ops.sign, "not a function")
-
-
-def test_public_names_resolve_from_the_package():
-    assert workbook.SURROGATES is SURROGATES and workbook.surrogate is surrogate
 
 
 def test_smooth_floor_is_the_nest_and_floor_smooth_backpropagates_its_derivative():

@@ -12,7 +12,8 @@ of the workbook.
 import keras
 
 from .discrete_layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
-from .surrogates import SURROGATES, SurrogateGradient, unique_name
+from .surrogate_operation import unique_name
+from .surrogates import SURROGATES, SurrogateGradient
 
 __all__ = ["DiscreteBottleneck", "ScoreFunctionAutoencoder", "Surrogate", "VectorQuantizer"]
 

@@ -6,12 +6,13 @@ in 02_surrogate_zoo.ipynb. Figures are built with ``matplotlib.figure.Figure``
 as a cell's last value is shown exactly once.
 """
 
-import numbers
-
 import numpy as np
+import tensorflow as tf
+from matplotlib.transforms import ScaledTranslation
 
-from .arguments import check_range
+from .arguments import check_range, is_whole_number
 from .figures import PngFigure, figure_png
+from .gradients import value_and_gradient
 from .surrogates import SURROGATES, SurrogateGradient, surrogate
 
 __all__ = ["plot_derivatives", "DerivativeFigure", "figure_png"]
@@ -45,8 +46,7 @@ def resolve(fn_or_name):
 
 def _check_range(x_range, n_points):
     check_range("x_range", x_range)
-    whole = isinstance(n_points, numbers.Integral) and not isinstance(n_points, bool)
-    if not whole or not 3 <= n_points <= 100_000:
+    if not is_whole_number(n_points, 3, 100_000):
         raise ValueError(f"n_points={n_points!r} must be a whole number from 3 to 100000.")
 
 
@@ -57,15 +57,10 @@ def measure(fn_or_name, x_range=(-2, 2), n_points=401, dtype="float32"):
     gradient through ``fn``), ``backprop_is_none``, ``true`` and ``true_is_none`` (autodiff
     of the forward alone; None if unknown), ``finite_difference`` and ``h``.
     """
-    import tensorflow as tf
-
     _check_range(x_range, n_points)
     fn, known = resolve(fn_or_name)
     x = tf.constant(np.linspace(x_range[0], x_range[1], n_points), dtype=dtype)
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = fn(x)
-    backprop = tape.gradient(y, x)
+    y, backprop = value_and_gradient(fn, x)
     forward = known.forward if known is not None else fn
     result = {
         "x": x.numpy().astype(float),
@@ -76,10 +71,7 @@ def measure(fn_or_name, x_range=(-2, 2), n_points=401, dtype="float32"):
     }
     result["backprop"] = np.zeros(n_points) if backprop is None else np.asarray(backprop, dtype=float)
     if known is not None:
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y_plain = known.forward(x)
-        true = tape.gradient(y_plain, x)
+        _, true = value_and_gradient(known.forward, x)
         result["true_is_none"] = true is None
         result["true"] = np.zeros(n_points) if true is None else np.asarray(true, dtype=float)
     # Half a grid step: every jump then shows up as a spike of height jump / step.
@@ -235,8 +227,6 @@ def _legend_below(ax):
     The offset is in points (tick labels and the label keep their size in points when a
     figure shrinks into a grid), so the legend never sits on the "x" below the axis.
     """
-    from matplotlib.transforms import ScaledTranslation
-
     below_label = ScaledTranslation(0, -_LABEL_DEPTH_POINTS / 72, ax.figure.dpi_scale_trans)
     ax.legend(
         loc="upper center",

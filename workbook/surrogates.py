@@ -4,26 +4,37 @@ Introduced in 01_forward_and_backward.ipynb (``surrogate``, ``straight_through``
 and 02_surrogate_zoo.ipynb (the ``SURROGATES`` catalog). Every function here
 uses ``keras.ops`` so that it keeps the input's dtype (float16, float32 or
 float64) and works eagerly, in ``tf.function`` and inside any Keras model.
+
+This module is the maths only: the LaTeX of each entry is text kept in
+surrogate_formulas.py, the symbolic Keras operation in surrogate_operation.py, and
+the explorer's slider ranges in explorer.py.
 """
 
 import math
 import numbers
 
+import keras
 import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from .arguments import is_number
+from .gradients import value_and_gradient
+from .surrogate_formulas import CATALOG_FORMULAS, function_formula, render
+from .surrogate_operation import SurrogateOperation
 
 __all__ = ["surrogate", "straight_through", "SURROGATES", "SurrogateGradient", "Param", "smooth_floor"]
 
 
 class Param:
-    """One parameter of a catalog surrogate: its default, the values allowed, a slider range.
+    """One parameter of a catalog surrogate: its default and the values allowed.
 
     Introduced in 02_surrogate_zoo.ipynb (the explorer builds its sliders from these).
     """
 
-    def __init__(self, default, low, high, integer=False, slider=None, low_inclusive=False):
+    def __init__(self, default, low, high, integer=False, low_inclusive=False):
         self.default, self.low, self.high = default, low, high
         self.integer, self.low_inclusive = integer, low_inclusive
-        self.slider = slider or (low if low_inclusive else default / 10, high, default / 10)
 
     def allowed(self):
         opening = "[" if self.low_inclusive else "("
@@ -31,32 +42,12 @@ class Param:
         return f"{kind} in {opening}{self.low:g}, {self.high:g}]"
 
     def check(self, owner, name, value):
-        whole = isinstance(value, numbers.Integral) or (isinstance(value, numbers.Real) and float(value).is_integer())
-        ok = (
-            isinstance(value, numbers.Real)
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-            and (whole or not self.integer)
-            and (value >= self.low if self.low_inclusive else value > self.low)
-            and value <= self.high
-        )
-        if not ok:
+        in_range = is_number(value, self.low, self.high, include_low=self.low_inclusive)
+        if not in_range or (self.integer and not float(value).is_integer()):
             raise ValueError(
                 f"{owner}: {name}={value!r} is not allowed; {name} must be {self.allowed()} (default {self.default!r})."
             )
         return int(value) if self.integer else float(value)
-
-
-def _tf():
-    import tensorflow as tf  # loaded on first use, so `import workbook` stays light
-
-    return tf
-
-
-def _ops():
-    import keras
-
-    return keras.ops
 
 
 class SurrogateGradient:
@@ -112,36 +103,27 @@ class SurrogateGradient:
     # --- the three functions a student compares ------------------------------
     def forward(self, x):
         """The plain forward operation (its own autodiff gradient, nothing replaced)."""
-        return self._forward(_ops().convert_to_tensor(x), **self.params)
+        return self._forward(ops.convert_to_tensor(x), **self.params)
 
     def derivative(self, x):
         """The surrogate derivative that backprop uses, as a tensor shaped like ``x``."""
-        x = _ops().convert_to_tensor(x)
-        return self._checked_derivative(x)
+        return self._checked_derivative(ops.convert_to_tensor(x))
 
     def true_derivative(self, x):
         """What autodiff of the forward alone gives (zeros where TensorFlow gives None).
 
         See :attr:`true_derivative_is_none` to tell "no gradient" from "zero gradient".
         """
-        tf = _tf()
-        x = tf.convert_to_tensor(_ops().convert_to_tensor(x))
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = self.forward(x)
-        grad = tape.gradient(y, x)
+        x = tf.convert_to_tensor(ops.convert_to_tensor(x))
+        _, grad = value_and_gradient(self.forward, x)
         return tf.zeros_like(x) if grad is None else grad
 
     @property
     def true_derivative_is_none(self):
         """True if TensorFlow has no gradient at all for the forward (floor, round, casts)."""
         if self._none_cache is None:
-            tf = _tf()
-            x = tf.constant([-1.7, -0.3, 0.6, 2.4])
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                y = self.forward(x)
-            self._none_cache = tape.gradient(y, x) is None
+            _, grad = value_and_gradient(self.forward, tf.constant([-1.7, -0.3, 0.6, 2.4]))
+            self._none_cache = grad is None
         return self._none_cache
 
     # --- parameters and labels ------------------------------------------------
@@ -167,18 +149,18 @@ class SurrogateGradient:
 
     @property
     def param_specs(self):
-        """Parameter name -> :class:`Param` (allowed values and slider range)."""
+        """Parameter name -> :class:`Param` (default and allowed values)."""
         return dict(self._spec)
 
     @property
     def formula(self):
         """LaTeX for the surrogate derivative, with the current parameters filled in."""
-        return _render(self._formula, self.params) or rf"$\mathrm{{{_latex_name(self.name)}}}'(x)$"
+        return render(self._formula, self.params) or function_formula(self.name, prime="'")
 
     @property
     def forward_formula(self):
         """LaTeX for the forward, with the current parameters filled in."""
-        return _render(self._forward_formula, self.params) or rf"$\mathrm{{{_latex_name(self.name)}}}(x)$"
+        return render(self._forward_formula, self.params) or function_formula(self.name)
 
     def same_definition(self, other):
         """True if ``other`` is this surrogate with (possibly) other parameters."""
@@ -194,16 +176,13 @@ class SurrogateGradient:
 
     # --- applying it ------------------------------------------------------------
     def __call__(self, x):
-        import keras
-
         if isinstance(x, keras.KerasTensor):
             # Functional-model construction: record an operation, run it later on real tensors.
-            return _SurrogateOperation(self)(x)
+            return SurrogateOperation(self)(x)
         return self._apply(x)
 
     def _apply(self, x):
-        tf = _tf()
-        x = tf.convert_to_tensor(_ops().convert_to_tensor(x))
+        x = tf.convert_to_tensor(ops.convert_to_tensor(x))
         if not x.dtype.is_floating:
             raise ValueError(
                 f"surrogate {self.name!r} got an input of dtype {x.dtype.name}; gradients only "
@@ -225,10 +204,11 @@ class SurrogateGradient:
         return apply_surrogate(x)
 
     def _checked_derivative(self, x):
-        tf = _tf()
         d = self._derivative(x, **self.params)
+        # A plain number means "that value everywhere": any real, nan and inf included, so
+        # this is not arguments.is_number (which refuses nan and inf).
         if isinstance(d, numbers.Real) and not isinstance(d, bool):
-            return tf.fill(tf.shape(x), tf.cast(d, x.dtype))  # a plain number means "everywhere"
+            return tf.fill(tf.shape(x), tf.cast(d, x.dtype))
         if isinstance(d, np.ndarray):
             d = tf.convert_to_tensor(d)
         _check_like(self.name, "derivative", x, d)
@@ -241,9 +221,9 @@ def _check_like(name, role, x, result):
     same_shape = (
         shape is not None
         and len(shape) == len(x.shape)
-        and all(a is None or b is None or a == b for a, b in zip(x.shape, shape))
+        and all(a is None or b is None or a == b for a, b in zip(x.shape, shape, strict=True))
     )
-    same_dtype = dtype is not None and _tf().as_dtype(dtype) == x.dtype
+    same_dtype = dtype is not None and tf.as_dtype(dtype) == x.dtype
     if not (same_shape and same_dtype):
         got = (
             f"shape {tuple(shape)} dtype {getattr(dtype, 'name', dtype)}"
@@ -255,57 +235,6 @@ def _check_like(name, role, x, result):
             f"{tuple(x.shape)} dtype {x.dtype.name}. It must return a tensor shaped like its input "
             f"with the same dtype, e.g. keras.ops.ones_like(x) or keras.ops.cast(..., x.dtype)."
         )
-
-
-def unique_name(base):
-    """``base``, or ``base_1``, ``base_2``... so that two layers in one model never clash."""
-    import re
-
-    import keras
-
-    base = re.sub(r"\W+", "_", base).strip("_") or "surrogate"
-    uid = keras.backend.get_uid(base)
-    return base if uid == 1 else f"{base}_{uid - 1}"
-
-
-def _render(template, params):
-    return template(params) if callable(template) else template
-
-
-def _times(value):
-    """A coefficient for LaTeX: '' for 1, else the number."""
-    return "" if value == 1 else f"{value:g}"
-
-
-def _latex_name(name):
-    return name.replace("\\", "").replace("_", r"\_").replace("{", "").replace("}", "").replace("$", "")
-
-
-def _surrogate_operation_class():
-    import keras
-
-    class SurrogateOperation(keras.Operation):
-        def __init__(self, surrogate):
-            super().__init__(name=unique_name(surrogate.name))
-            self.surrogate = surrogate
-
-        def call(self, x):
-            return self.surrogate._apply(x)
-
-        def compute_output_spec(self, x):
-            return keras.KerasTensor(x.shape, dtype=x.dtype)
-
-    return SurrogateOperation
-
-
-def _SurrogateOperation(surrogate):
-    global _OPERATION_CLASS
-    if _OPERATION_CLASS is None:
-        _OPERATION_CLASS = _surrogate_operation_class()
-    return _OPERATION_CLASS(surrogate)
-
-
-_OPERATION_CLASS = None
 
 
 def surrogate(forward, derivative, name=None, formula=None):
@@ -348,7 +277,7 @@ def straight_through(forward, name=None):
         _ones_like,
         name or f"straight_through_{label}",
         formula="$1$",
-        forward_formula=rf"$\mathrm{{{_latex_name(label)}}}(x)$",
+        forward_formula=function_formula(label),
     )
 
 
@@ -356,48 +285,43 @@ def straight_through(forward, name=None):
 
 
 def _ones_like(x, **_):
-    return _ops().ones_like(x)
+    return ops.ones_like(x)
 
 
 def _sign(x, **_):
-    return _ops().sign(x)
+    return ops.sign(x)
 
 
 def _heaviside(x, **_):
-    ops = _ops()
     return ops.cast(ops.greater(x, 0), x.dtype)
 
 
 def _round(x, **_):
-    return _ops().round(x)
+    return ops.round(x)
 
 
 def _floor(x, **_):
-    return _ops().floor(x)
+    return ops.floor(x)
 
 
 def _sigmoid(x, **_):
-    return _ops().sigmoid(x)
+    return ops.sigmoid(x)
 
 
 def _cast_int(x, scale=1.0, **_):
-    ops = _ops()
     # A real cast (like a student's Lambda does), so TensorFlow has no gradient for it.
     return ops.divide(ops.cast(ops.cast(ops.multiply(x, scale), "int64"), x.dtype), scale)
 
 
 def _clipped_ones(x, clip=1.0):
-    ops = _ops()
     return ops.cast(ops.less_equal(ops.abs(x), clip), x.dtype)
 
 
 def _approx_sign_derivative(x):
-    ops = _ops()
     return ops.where(ops.less_equal(ops.abs(x), 1), 2 - 2 * ops.abs(x), ops.zeros_like(x))
 
 
 def _swish_sign_derivative(x, beta=5.0):
-    ops = _ops()
     z = ops.multiply(x, beta)
     # 1 / (1 + cosh z) rewritten as 2 e^-|z| / (1 + e^-|z|)^2, which never overflows.
     e = ops.exp(-ops.abs(z))
@@ -405,18 +329,16 @@ def _swish_sign_derivative(x, beta=5.0):
 
 
 def _fast_sigmoid_derivative(x, slope=25.0):
-    ops = _ops()
     return 1 / ops.square(1 + slope * ops.abs(x))
 
 
 def _sigmoid_derivative(x, slope=25.0):
-    ops = _ops()
     # s (1 - s) written as sigmoid(z) sigmoid(-z): 1 - s would lose every digit in the tails.
     return slope * ops.sigmoid(slope * x) * ops.sigmoid(-slope * x)
 
 
 def _atan_derivative(x, alpha=2.0):
-    return (alpha / 2) / (1 + _ops().square((math.pi / 2 * alpha) * x))
+    return (alpha / 2) / (1 + ops.square((math.pi / 2 * alpha) * x))
 
 
 def smooth_floor(x, depth=3):
@@ -426,7 +348,6 @@ def smooth_floor(x, depth=3):
     everywhere, but not ``floor``; ``SURROGATES["floor_smooth"]`` backpropagates its
     derivative while forwarding the true ``floor``.
     """
-    ops = _ops()
     u = ops.convert_to_tensor(x)
     for _ in range(depth):
         u = u + ops.sin(2 * math.pi * u) / (2 * math.pi)
@@ -434,7 +355,6 @@ def smooth_floor(x, depth=3):
 
 
 def _smooth_floor_derivative(x, depth=3):
-    ops = _ops()
     two_pi = 2 * math.pi
     u, d = x, ops.ones_like(x)
     for _ in range(depth):  # chain rule through a(a(...a(x))): a'(u) = 1 + cos(2 pi u)
@@ -449,8 +369,9 @@ _BENGIO = (
 )
 
 
-def _entry(name, doc, forward, derivative, formula, forward_formula, reference, **spec):
+def _entry(name, doc, forward, derivative, reference, **spec):
     doc = f"{doc}\n\n    Source: {reference}.\n    Introduced in 02_surrogate_zoo.ipynb."
+    formula, forward_formula = CATALOG_FORMULAS[name]
     return name, SurrogateGradient(
         forward,
         derivative,
@@ -463,9 +384,6 @@ def _entry(name, doc, forward, derivative, formula, forward_formula, reference, 
     )
 
 
-_SIGN = r"$\mathrm{sign}(x)$"
-_STEP = r"$H(x) = [x > 0]$"
-
 SURROGATES = dict(
     [
         _entry(
@@ -473,8 +391,6 @@ SURROGATES = dict(
             "sign(x) (0 at 0); derivative 1, the straight-through estimator.",
             _sign,
             _ones_like,
-            "$1$",
-            _SIGN,
             _BENGIO,
         ),
         _entry(
@@ -482,18 +398,14 @@ SURROGATES = dict(
             "sign(x); derivative 1 where |x| <= clip, else 0 (hardtanh's derivative).",
             _sign,
             _clipped_ones,
-            lambda p: rf"$[\,|x| \leq {p['clip']:g}\,]$",
-            _SIGN,
             "Courbariaux, Hubara et al. (2016), Binarized Neural Networks, arXiv:1602.02830",
-            clip=Param(1.0, 0.0, 100.0, slider=(0.1, 3.0, 0.1)),
+            clip=Param(1.0, 0.0, 100.0),
         ),
         _entry(
             "sign_approx",
             "sign(x); derivative 2 - 2|x| where |x| <= 1, else 0.",
             _sign,
             _approx_sign_derivative,
-            r"$(2 - 2|x|)\,[\,|x| \leq 1\,]$",
-            _SIGN,
             "Liu et al. (2018), Bi-Real Net, ECCV, arXiv:1808.00278",
         ),
         _entry(
@@ -501,78 +413,58 @@ SURROGATES = dict(
             "sign(x); derivative beta (2 - beta x tanh(beta x / 2)) / (1 + cosh(beta x)).",
             _sign,
             _swish_sign_derivative,
-            lambda p: (
-                rf"$\dfrac{{{p['beta']:g}\,(2 - {p['beta']:g}x\,\tanh({p['beta']:g}x/2))}}"
-                rf"{{1 + \cosh({p['beta']:g}x)}}$"
-            ),
-            _SIGN,
             "Darabi et al. (2018), BNN+: Improved binary network training, arXiv:1812.11800",
-            beta=Param(5.0, 0.0, 100.0, slider=(0.5, 20.0, 0.5)),
+            beta=Param(5.0, 0.0, 100.0),
         ),
         _entry(
             "step_fast_sigmoid",
             "Heaviside step [x > 0]; derivative 1 / (1 + slope |x|)^2 (the fast sigmoid's).",
             _heaviside,
             _fast_sigmoid_derivative,
-            lambda p: rf"$\dfrac{{1}}{{(1 + {p['slope']:g}|x|)^2}}$",
-            _STEP,
             "Zenke & Ganguli (2018), SuperSpike, Neural Computation 30(6)",
-            slope=Param(25.0, 0.0, 1000.0, slider=(1.0, 100.0, 1.0)),
+            slope=Param(25.0, 0.0, 1000.0),
         ),
         _entry(
             "step_sigmoid",
             "Heaviside step [x > 0]; derivative slope s (1 - s) with s = sigmoid(slope x).",
             _heaviside,
             _sigmoid_derivative,
-            lambda p: rf"${p['slope']:g}\,\sigma({p['slope']:g}x)\,(1 - \sigma({p['slope']:g}x))$",
-            _STEP,
             "Neftci, Mostafa & Zenke (2019), Surrogate gradient learning in spiking neural "
             "networks, IEEE Signal Processing Magazine 36(6)",
-            slope=Param(25.0, 0.0, 1000.0, slider=(1.0, 100.0, 1.0)),
+            slope=Param(25.0, 0.0, 1000.0),
         ),
         _entry(
             "step_atan",
             "Heaviside step [x > 0]; derivative (alpha/2) / (1 + (pi/2 alpha x)^2) (arctan's).",
             _heaviside,
             _atan_derivative,
-            lambda p: rf"$\dfrac{{{p['alpha'] / 2:g}}}{{1 + ({_times(p['alpha'] / 2)}\pi x)^2}}$",
-            _STEP,
             "Fang et al. (2021), Incorporating learnable membrane time constant to enhance "
             "learning of spiking neural networks, ICCV; the ATan surrogate of SpikingJelly",
-            alpha=Param(2.0, 0.0, 100.0, slider=(0.5, 10.0, 0.5)),
+            alpha=Param(2.0, 0.0, 100.0),
         ),
         _entry(
             "round_ste",
             "round(x), half to even as keras.ops.round and tf.round do (0.5 -> 0, 1.5 -> 2); derivative 1.",
             _round,
             _ones_like,
-            "$1$",
-            r"$\mathrm{round}(x)$",
             _BENGIO,
         ),
-        _entry("floor_ste", "floor(x); derivative 1.", _floor, _ones_like, "$1$", r"$\lfloor x \rfloor$", _BENGIO),
+        _entry("floor_ste", "floor(x); derivative 1.", _floor, _ones_like, _BENGIO),
         _entry(
             "floor_smooth",
             "floor(x); derivative that of the smooth floor a(...a(x)) - 0.5 (a nested depth\n"
             "    times) with a(x) = (sin(2 pi x) + 2 pi x) / (2 pi).",
             _floor,
             _smooth_floor_derivative,
-            lambda p: (
-                rf"$\dfrac{{d}}{{dx}}\,a^{{{p['depth']}}}(x),\ "
-                r"a(x) = x + \dfrac{\sin 2\pi x}{2\pi}$"
-            ),
-            r"$\lfloor x \rfloor$",
             "the smooth staircase obtained by iterating a(x) = x + sin(2 pi x) / (2 pi), whose "
             "fixed points at half-integers attract",
-            depth=Param(3, 1, 10, integer=True, low_inclusive=True, slider=(1, 6, 1)),
+            depth=Param(3, 1, 10, integer=True, low_inclusive=True),
         ),
         _entry(
             "sigmoid_identity",
             "sigmoid(x); derivative 1: 'forward a sigmoid, backpropagate 1'.",
             _sigmoid,
             _ones_like,
-            "$1$",
-            r"$\sigma(x)$",
             _BENGIO,
         ),
         _entry(
@@ -581,12 +473,8 @@ SURROGATES = dict(
             "    resolution of 1/scale (scale=1 is the plain cast); derivative 1.",
             _cast_int,
             _ones_like,
-            "$1$",
-            lambda p: (
-                r"$\mathrm{int}(x)$" if p["scale"] == 1 else rf"$\mathrm{{trunc}}({p['scale']:g}x)/{p['scale']:g}$"
-            ),
             _BENGIO,
-            scale=Param(1.0, 0.0, 1e6, slider=(1.0, 16.0, 1.0)),
+            scale=Param(1.0, 0.0, 1e6),
         ),
     ]
 )
