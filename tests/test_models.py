@@ -19,7 +19,7 @@ def images():
     return x_train, x_test
 
 
-def test_layers_shapes_and_compilation():
+def test_autoencoder_has_the_questions_layers_shapes_loss_and_optimizer():
     model = workbook.autoencoder()
     assert [layer.name for layer in model.layers] == ["encoder", "pool", "bottleneck", "upsample", "decoder", "output"]
     # The architecture of the question: Conv2D(10, 5x5) -> pool -> f -> upsample -> ConvT(4, 5x5) -> ConvT(1, 3x3).
@@ -41,11 +41,11 @@ def test_same_seed_same_weights_other_seed_other_weights():
     keras.utils.set_random_seed(456)  # the global state must not matter
     second = workbook.autoencoder(seed=3).get_weights()
     other = workbook.autoencoder(seed=4).get_weights()
-    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
     assert not np.array_equal(first[0], other[0])
 
 
-def test_what_the_bottleneck_accepts(images):
+def test_the_bottleneck_is_none_a_surrogate_name_or_object_a_function_or_a_layer(images):
     from workbook.layers import Surrogate
 
     x = images[1][:4]
@@ -121,6 +121,8 @@ def test_compare_bottlenecks_trains_each_variant_on_the_same_data_and_seed(image
     assert len(first.history["loss"]) == 2 and len(first.history["val_loss"]) == 2
     assert np.array_equal(first.gradients.steps, [0, 2])  # 2 batches an epoch
     assert cast.gradients.dead_layers() == ["encoder"]
+    # What the lab's monitor recorded, so it draws itself as the monitor's history does.
+    assert any("encoder: no gradient" in text.get_text() for text in cast.gradients.plot().axes[0].texts)
     recomputed = float(np.mean((first.model.predict(x_test, verbose=0) - x_test) ** 2))
     assert first.test_mse == pytest.approx(recomputed, rel=1e-5)
     losses, norms, grid = comparison_figures(runs, x_test, n_images=4)
@@ -128,8 +130,23 @@ def test_compare_bottlenecks_trains_each_variant_on_the_same_data_and_seed(image
     assert [ax.get_title() for ax in norms.axes if ax.get_visible()] == ["first", "again", "cast"]
 
 
-def test_compare_bottlenecks_refuses_bad_arguments():
-    with pytest.raises(ValueError, match="non-empty dict"):
-        workbook.compare_bottlenecks([None])
-    with pytest.raises(ValueError, match="epochs=0"):
-        workbook.compare_bottlenecks({"identity": None}, epochs=0)
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"bottlenecks": [None]}, r"bottlenecks=\[None\] must be a non-empty dict of label -> bottleneck"),
+        ({"bottlenecks": {}}, r"bottlenecks=\{\} must be a non-empty dict"),
+        ({"epochs": 0}, "epochs=0 must be a whole number of at least 1"),
+        ({"batch_size": True}, "batch_size=True must be a whole number of at least 1"),
+        ({"every": 2.0}, "every=2.0 must be a whole number of at least 1"),
+        ({"x_train": np.zeros((4, 28, 28, 1))}, "Give both x_train and x_test, or neither"),
+    ],
+)
+def test_compare_bottlenecks_refuses_bad_arguments_before_loading_or_training(kwargs, match, monkeypatch):
+    import workbook.data
+
+    def no_loading(**kwargs):
+        raise AssertionError("the arguments are checked before any data is loaded")
+
+    monkeypatch.setattr(workbook.data, "load_mnist", no_loading)
+    with pytest.raises(ValueError, match=match):
+        workbook.compare_bottlenecks(**{"bottlenecks": {"identity": None}, **kwargs})

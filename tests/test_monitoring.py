@@ -1,12 +1,18 @@
 """GradientNormMonitor: the real step's gradients, and a model left as it was found."""
 
+import ast
+import pathlib
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import workbook
-from workbook import monitoring
+from workbook import recording
+from workbook.figures import in_notebook
 
 
 def int_cast(z):
@@ -33,7 +39,7 @@ def gradient_norms(model, x_batch):
     with tf.GradientTape() as tape:
         reconstruction = model(x_batch, training=True)
         loss = tf.reduce_mean(tf.square(reconstruction - x_batch))
-    grads = dict(zip(map(id, variables), tape.gradient(loss, variables)))
+    grads = dict(zip(map(id, variables), tape.gradient(loss, variables), strict=True))
     norms = {}
     for layer in model.layers:
         if layer.trainable_variables:
@@ -72,7 +78,9 @@ def test_integer_cast_kills_the_encoder_gradient_and_its_weights_stay(x_train):
     assert np.all(history.norms[:, encoder] == 0) and history.no_gradient[:, encoder].all()
     assert np.all(history.norms[:, output] > 0) and not history.no_gradient[:, output].any()
     assert history.dead_layers() == ["encoder"]
-    assert all(np.array_equal(a, b) for a, b in zip(before["encoder"], model.get_layer("encoder").get_weights()))
+    assert all(
+        np.array_equal(a, b) for a, b in zip(before["encoder"], model.get_layer("encoder").get_weights(), strict=True)
+    )
     # Only the output bias learns: every input of the layers after the cast is 0.
     assert not np.array_equal(before["output"][1], model.get_layer("output").get_weights()[1])
     figure = monitor.plot()
@@ -85,7 +93,7 @@ def test_straight_through_cast_at_scale_1_gives_zero_not_none(x_train):
     model = workbook.autoencoder("cast_int_ste")
     monitor = workbook.GradientNormMonitor(every=1, live=False)
     model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
-    by_layer = dict(zip(monitor.history.layers, monitor.history.norms.T))
+    by_layer = dict(zip(monitor.history.layers, monitor.history.norms.T, strict=True))
     assert np.all(by_layer["encoder"] == 0) and np.all(by_layer["decoder"] == 0)
     assert np.all(by_layer["output"] > 0)
     assert not monitor.history.no_gradient.any()
@@ -138,16 +146,28 @@ def test_frozen_layers_are_not_listed(x_train):
     assert monitor.history.norms.shape == (2, 2) and np.all(monitor.history.norms > 0)
 
 
-def assert_unpatched(model):
-    assert "apply" not in model.optimizer.__dict__ and "train_step" not in vars(model)
-    assert not hasattr(model.train_function, monitoring._MARK)
+class KerasTrainFunction(keras.callbacks.Callback):
+    """Listed before the monitor: remembers the train function Keras built for the fit."""
+
+    function = None
+
+    def on_train_begin(self, logs=None):
+        self.function = self.model.train_function
+
+
+def assert_left_as_found(model, keras_train_function):
+    """The optimizer's and the model's own methods, and the train function Keras built."""
+    assert keras_train_function is not None
+    assert "apply" not in vars(model.optimizer) and "train_step" not in vars(model)
+    assert model.train_function is keras_train_function
 
 
 def test_the_model_saves_loads_and_trains_plainly_after_a_monitored_fit(x_train, tmp_path):
     model = workbook.autoencoder(fine_cast())
     monitor = workbook.GradientNormMonitor(every=1, live=False)
-    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
-    assert_unpatched(model)
+    keras_function = KerasTrainFunction()
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[keras_function, monitor], verbose=0)
+    assert_left_as_found(model, keras_function.function)
     recorded = len(monitor.history)
     model.fit(x_train[:128], x_train[:128], batch_size=64, verbose=0)
     assert len(monitor.history) == recorded  # the plain fit ran the plain step
@@ -160,12 +180,10 @@ def test_the_model_saves_loads_and_trains_plainly_after_a_monitored_fit(x_train,
     before = loaded.get_layer("encoder").get_weights()[0].copy()
     loaded.fit(x_train[:128], x_train[:128], batch_size=64, verbose=0)
     assert not np.array_equal(before, loaded.get_layer("encoder").get_weights()[0])
-    # Monitoring again continues the steps and reuses the traced step.
-    traced = monitor._traced[id(model)].functions["record"]
-    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
-    assert monitor._traced[id(model)].functions["record"] is traced
+    # Monitoring again continues the steps.
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[keras_function, monitor], verbose=0)
     assert np.array_equal(monitor.history.steps, [0, 1, 2, 3])
-    assert_unpatched(model)
+    assert_left_as_found(model, keras_function.function)
 
 
 class Interrupt(keras.callbacks.Callback):
@@ -177,27 +195,51 @@ class Interrupt(keras.callbacks.Callback):
 def test_an_interrupted_fit_leaves_nothing_patched_on_the_next_fit(x_train):
     model = workbook.autoencoder(None)
     monitor = workbook.GradientNormMonitor(every=1, live=False)
+    keras_function = KerasTrainFunction()
     with pytest.raises(KeyboardInterrupt):
-        model.fit(x_train, x_train, batch_size=64, callbacks=[monitor, Interrupt()], verbose=0)
+        model.fit(x_train, x_train, batch_size=64, callbacks=[keras_function, monitor, Interrupt()], verbose=0)
     assert len(monitor.history) == 2
     before = model.get_layer("encoder").get_weights()[0].copy()
     model.fit(x_train, x_train, batch_size=64, verbose=0)
-    assert_unpatched(model)
+    assert_left_as_found(model, keras_function.function)
     assert len(monitor.history) == 2
     assert not np.array_equal(before, model.get_layer("encoder").get_weights()[0])
-    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[keras_function, monitor], verbose=0)
     assert np.array_equal(monitor.history.steps, [0, 1, 2, 3])
-    assert_unpatched(model)
+    assert_left_as_found(model, keras_function.function)
 
 
 def test_headless_monitor_shows_and_prints_nothing(x_train, capsys):
-    assert not monitoring.in_notebook()
+    assert not in_notebook()  # pytest has no notebook frontend
     model = workbook.autoencoder(None)
     monitor = workbook.GradientNormMonitor(every=1, live=True)
     model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
     assert len(monitor.history) == 2
+
+
+class ZMQInteractiveShell:
+    """Stands in for the shell of a Jupyter kernel with a frontend attached."""
+
+
+@pytest.fixture
+def notebook(monkeypatch):
+    """A Jupyter kernel's shell, and a display that keeps what it is given: returns the handles."""
+    import IPython
+    import IPython.display
+
+    handles = []
+
+    def fake_display(bundle, raw=False, display_id=False):
+        assert raw and display_id
+        handles.append(FakeHandle(bundle))
+        return handles[-1]
+
+    monkeypatch.setattr(IPython, "get_ipython", ZMQInteractiveShell)
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    assert in_notebook()
+    return handles
 
 
 class FakeHandle:
@@ -209,23 +251,12 @@ class FakeHandle:
 
 
 @pytest.mark.parametrize("refresh_seconds, redraws", [(0.0, 1 + 4 + 1), (1000.0, 2)])
-def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(x_train, monkeypatch, refresh_seconds, redraws):
-    import IPython.display
-
-    handles = []
-
-    def fake_display(bundle, raw=False, display_id=False):
-        assert raw and display_id
-        handles.append(FakeHandle(bundle))
-        return handles[-1]
-
-    monkeypatch.setattr(monitoring, "in_notebook", lambda: True)
-    monkeypatch.setattr(IPython.display, "display", fake_display)
+def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(x_train, notebook, refresh_seconds, redraws):
     model = workbook.autoencoder(int_cast)
     monitor = workbook.GradientNormMonitor(every=1, live=True, refresh_seconds=refresh_seconds)
     with pytest.warns(UserWarning):
         model.fit(x_train, x_train, batch_size=64, callbacks=[monitor], verbose=0)
-    image, caption = handles  # shown once: one image, one caption
+    image, caption = notebook  # shown once: one image, one caption
     # First frame at on_train_begin, one per batch when unthrottled, one when fit ends.
     assert len(image.bundles) == len(caption.bundles) == redraws
     assert image.bundles[-1]["image/png"] != image.bundles[0]["image/png"]
@@ -234,13 +265,39 @@ def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(x_train, 
     assert "encoder: no gradient" in caption.bundles[-1]["text/html"]
 
 
+def test_live_false_shows_nothing_even_in_a_notebook(x_train, notebook):
+    model = workbook.autoencoder(None)
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
+    assert notebook == [] and len(monitor.history) == 2
+
+
+WHOLE = "must be a whole number of at least 1, e.g. every=10"
+SECONDS = r"must be a number of seconds >= 0, e.g. 0.5"
+LIVE = r"must be True \(draw while training\) or False \(record only\)"
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"every": 0}, "every=0"), ({"every": 1.5}, "every=1.5"), ({"refresh_seconds": -1}, "refresh_seconds=-1")],
+    [
+        ({"every": 0}, f"every=0 {WHOLE}"),
+        ({"every": 1.5}, f"every=1.5 {WHOLE}"),
+        ({"every": True}, f"every=True {WHOLE}"),
+        ({"refresh_seconds": -1}, f"refresh_seconds=-1 {SECONDS}"),
+        ({"refresh_seconds": float("nan")}, f"refresh_seconds=nan {SECONDS}"),
+        ({"refresh_seconds": "0.5"}, f"refresh_seconds='0.5' {SECONDS}"),
+        ({"live": "yes"}, f"live='yes' {LIVE}"),
+    ],
 )
-def test_bad_arguments_are_refused(kwargs, match):
+def test_bad_arguments_are_refused_with_the_value_and_what_is_allowed(kwargs, match):
     with pytest.raises(ValueError, match=match):
         workbook.GradientNormMonitor(**kwargs)
+
+
+def test_whole_numbers_of_any_integer_type_are_accepted():
+    monitor = workbook.GradientNormMonitor(every=np.int64(3), refresh_seconds=0, live=np.bool_(False))
+    assert (monitor.every, monitor.refresh_seconds, monitor.live) == (3, 0.0, False)
+    assert type(monitor.every) is int and type(monitor.refresh_seconds) is float and type(monitor.live) is bool
 
 
 # --- The two Keras internals the monitor stands on, pinned on both ends of the range --------
@@ -326,7 +383,8 @@ class ManualSGDModel(keras.Sequential):
         x, y = data
         with tf.GradientTape() as tape:
             loss = self.compute_loss(y=y, y_pred=self(x, training=True))
-        for variable, gradient in zip(self.trainable_variables, tape.gradient(loss, self.trainable_variables)):
+        gradients = tape.gradient(loss, self.trainable_variables)
+        for variable, gradient in zip(self.trainable_variables, gradients, strict=True):
             variable.assign_sub(0.1 * gradient)
         return {"loss": loss}
 
@@ -345,17 +403,43 @@ def small_model(model_class):
     return model
 
 
+TRACES = []
+
+
+class CountsTraces(keras.Sequential):
+    """Python runs its train_step once each time TensorFlow traces the step: this counts them."""
+
+    def train_step(self, data):
+        TRACES.append(self.name)
+        return super().train_step(data)
+
+
+def test_monitoring_again_after_a_plain_fit_does_not_trace_the_step_again(x_train):
+    model = small_model(CountsTraces)
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
+    assert TRACES.count(model.name) >= 1  # the monitored step was traced
+    model.fit(x_train[:128], x_train[:128], batch_size=64, verbose=0)
+    traces = TRACES.count(model.name)
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
+    assert TRACES.count(model.name) == traces
+    assert np.array_equal(monitor.history.steps, [0, 1, 2, 3])
+
+
 def test_an_overridden_train_step_from_keras_guide_is_recorded_from_its_own_gradients(x_train, recwarn):
     keras.utils.set_random_seed(3)
     model = small_model(GuideModel)
     expected = gradient_norms(model, x_train[:64])
     monitor = workbook.GradientNormMonitor(every=1, live=False)
-    model.fit(x_train[:192], x_train[:192], batch_size=64, shuffle=False, callbacks=[monitor], verbose=0)
+    keras_function = KerasTrainFunction()
+    model.fit(
+        x_train[:192], x_train[:192], batch_size=64, shuffle=False, callbacks=[keras_function, monitor], verbose=0
+    )
     assert not [w for w in recwarn if "GradientNormMonitor" in str(w.message)]
     assert monitor.history.layers == ["hidden", "pixels"]
     assert np.array_equal(monitor.history.steps, [0, 1, 2])
     np.testing.assert_allclose(monitor.history.norms[0], [expected["hidden"], expected["pixels"]], rtol=1e-3)
-    assert_unpatched(model)
+    assert_left_as_found(model, keras_function.function)
 
 
 class WeightsBeforeBatch(keras.callbacks.Callback):
@@ -368,17 +452,28 @@ class WeightsBeforeBatch(keras.callbacks.Callback):
             self.weights = self.model.get_weights()
 
 
-def test_a_train_step_without_the_optimizer_falls_back_to_an_extra_tape_and_says_so_once(x_train):
+@pytest.fixture
+def fresh_process(monkeypatch):
+    """The monitor says each thing once per process: start this test as a new process would."""
+    monkeypatch.setattr(recording, "_SAID", set())
+
+
+def test_a_train_step_without_the_optimizer_falls_back_to_an_extra_tape_and_says_so_once(x_train, fresh_process):
     keras.utils.set_random_seed(4)
     model = small_model(ManualSGDModel)
     monitor = workbook.GradientNormMonitor(every=1, live=False)
     before_second = WeightsBeforeBatch(1)
-    monitoring._SAID.clear()
+    keras_function = KerasTrainFunction()
     with pytest.warns(RuntimeWarning, match="extra GradientTape") as caught:
         model.fit(
-            x_train[:192], x_train[:192], batch_size=64, shuffle=False, callbacks=[before_second, monitor], verbose=0
+            x_train[:192],
+            x_train[:192],
+            batch_size=64,
+            shuffle=False,
+            callbacks=[keras_function, before_second, monitor],
+            verbose=0,
         )
-        model.fit(x_train[:64], x_train[:64], batch_size=64, callbacks=[monitor], verbose=0)
+        model.fit(x_train[:64], x_train[:64], batch_size=64, callbacks=[keras_function, monitor], verbose=0)
     assert len([w for w in caught if "GradientNormMonitor" in str(w.message)]) == 1
     # The first batch showed the step never reached the optimizer; the tape records from the second on.
     assert np.array_equal(monitor.history.steps, [1, 2, 3])
@@ -386,32 +481,72 @@ def test_a_train_step_without_the_optimizer_falls_back_to_an_extra_tape_and_says
     reference.set_weights(before_second.weights)
     expected = gradient_norms(reference, x_train[64:128])
     np.testing.assert_allclose(monitor.history.norms[0], [expected["hidden"], expected["pixels"]], rtol=1e-3)
-    assert_unpatched(model)
+    assert_left_as_found(model, keras_function.function)
 
 
 class RestoreKerasTrainFunction(keras.callbacks.Callback):
     """After the monitor's on_train_begin, puts Keras's own train function back: as if fit had
     kept the function it built instead of looking up model.train_function for each batch."""
 
-    def __init__(self, monitor):
+    def __init__(self, keras_function):
         super().__init__()
-        self.monitor = monitor
+        self.keras_function = keras_function
 
     def on_train_begin(self, logs=None):
-        self.model.train_function = self.monitor._active.original
+        self.model.train_function = self.keras_function.function
 
 
-def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_records_nothing(x_train):
+def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_records_nothing(x_train, fresh_process):
     model = workbook.autoencoder(None)
     monitor = workbook.GradientNormMonitor(every=1, live=False)
-    monitoring._SAID.clear()
-    with pytest.warns(RuntimeWarning, match="did not run the train function the monitor installed"):
-        model.fit(
-            x_train[:128],
-            x_train[:128],
-            batch_size=64,
-            callbacks=[monitor, RestoreKerasTrainFunction(monitor)],
-            verbose=0,
-        )
+    keras_function = KerasTrainFunction()
+    callbacks = [keras_function, monitor, RestoreKerasTrainFunction(keras_function)]
+    with pytest.warns(RuntimeWarning, match="did not run the train function the monitor installed") as caught:
+        for _ in range(2):
+            model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=callbacks, verbose=0)
+    assert len([w for w in caught if "GradientNormMonitor" in str(w.message)]) == 1
     assert len(monitor.history) == 0
-    assert_unpatched(model)
+    assert_left_as_found(model, keras_function.function)
+
+
+# --- The recording half draws nothing ------------------------------------------------------
+
+DISPLAY_PACKAGES = ("matplotlib", "ipywidgets", "IPython")
+DISPLAY_MODULES = ("workbook.figures", "workbook.plots", "workbook.monitoring", "workbook.compare", "workbook.explorer")
+RECORDING_MODULES = ("workbook.recording", "workbook.bottleneck_runs")
+
+RECORD_IN_A_FRESH_PROCESS = f"""
+import sys
+import numpy as np
+import keras  # Keras itself loads matplotlib.pyplot and IPython; what counts is what the workbook adds
+loaded_by_keras = set(sys.modules)
+import workbook.recording
+from workbook.bottleneck_runs import train_bottlenecks
+x = np.random.default_rng(0).random((48, 28, 28, 1)).astype("float32")
+runs = train_bottlenecks({{"identity": None}}, x[:32], x[32:], epochs=1, batch_size=16, seed=0, every=1)
+assert len(runs["identity"].gradients) == 2, runs["identity"].gradients
+added = set(sys.modules) - loaded_by_keras
+print(sorted(m for m in added if m.split(".")[0] in {DISPLAY_PACKAGES!r} or m in {DISPLAY_MODULES!r}))
+"""
+
+
+def test_recording_and_training_in_a_fresh_process_load_no_display_code():
+    probe = subprocess.run(
+        [sys.executable, "-c", RECORD_IN_A_FRESH_PROCESS], capture_output=True, text=True, timeout=300
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert probe.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("module", RECORDING_MODULES)
+def test_the_recording_modules_import_no_display_code_even_inside_functions(module):
+    path = pathlib.Path(workbook.__file__).parent / f"{module.split('.')[-1]}.py"
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ("workbook." if node.level else "") + (node.module or "")
+            imported.update([base] if node.module else [f"workbook.{alias.name}" for alias in node.names])
+    display = {"base64", "html", *DISPLAY_PACKAGES, *DISPLAY_MODULES}
+    assert not {name for name in imported if name in display or name.split(".")[0] in display}

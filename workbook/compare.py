@@ -1,39 +1,16 @@
 """Train the lab's autoencoder with several bottlenecks and put them side by side.
 
-Introduced in 04_autoencoder_lab.ipynb.
+Introduced in 04_autoencoder_lab.ipynb. The training and measuring are
+:mod:`workbook.bottleneck_runs` (no drawing there); this module loads the images,
+draws and shows.
 """
-
-import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .bottleneck_runs import BottleneckRun, check_arguments, gradient_norms, train_bottlenecks
 
-@dataclass
-class BottleneckRun:
-    """One trained variant of :func:`compare_bottlenecks`.
-
-    Attributes
-    ----------
-    label : str
-    model : keras.Model
-    history : dict
-        Keras's ``History.history``: ``{"loss": [...], "val_loss": [...]}``, one value per epoch.
-    gradients : GradientNormHistory
-        What the :class:`~workbook.GradientNormMonitor` recorded.
-    test_mse : float
-        Mean squared reconstruction error on ``x_test`` after training.
-    warnings : list of str
-        What Keras warned while this variant trained (e.g. "Gradients do not exist for
-        variables [...]"), kept here instead of printed in the middle of the figures.
-    """
-
-    label: str
-    model: object = field(repr=False)
-    history: dict
-    gradients: object
-    test_mse: float
-    warnings: list = field(default_factory=list)
+# BottleneckRun and gradient_norms are also reached from here, as the lab does.
+__all__ = ["BottleneckRun", "compare_bottlenecks", "comparison_figures", "gradient_norms"]
 
 
 def compare_bottlenecks(
@@ -52,7 +29,7 @@ def compare_bottlenecks(
 ):
     """Train one autoencoder per bottleneck on the same data and seed; show and return the results.
 
-    Introduced in 04_autoencoder_lab.ipynb.
+    Introduced in 04_autoencoder_lab.ipynb; the training is :func:`~workbook.bottleneck_runs.train_bottlenecks`.
 
     Parameters
     ----------
@@ -81,56 +58,25 @@ def compare_bottlenecks(
     dict
         ``{label: BottleneckRun}``, in the order given.
     """
-    if not isinstance(bottlenecks, dict) or not bottlenecks:
-        raise ValueError(
-            f"bottlenecks={bottlenecks!r} must be a non-empty dict of label -> bottleneck, "
-            "e.g. {'identity': None, 'cast_int_ste': 'cast_int_ste'}."
-        )
-    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("every", every)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a whole number of at least 1.")
-    if (x_train is None) != (x_test is None):
-        raise ValueError("Give both x_train and x_test, or neither (then they are loaded).")
-
-    import keras
-
-    from workbook.data import load_mnist
-    from workbook.figures import show_figure
-    from workbook.models import autoencoder
-    from workbook.monitoring import GradientNormMonitor
-
+    check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test)  # before loading
     if x_train is None:
-        (x_train, _), (x_test, _) = load_mnist(n_train=n_train, n_test=n_test, source=source, seed=seed)
+        from .data import load_mnist
 
-    runs = {}
-    for label, bottleneck in bottlenecks.items():
-        keras.utils.set_random_seed(seed)  # the same shuffling for every variant
-        model = autoencoder(bottleneck, seed=seed)
-        monitor = GradientNormMonitor(every=every, live=live)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fitted = model.fit(
-                x_train,
-                x_train,
-                epochs=epochs,
-                batch_size=batch_size,
-                validation_data=(x_test, x_test),
-                callbacks=[monitor],
-                verbose=0,
-            )
-        reconstruction = model.predict(x_test, batch_size=256, verbose=0)
-        runs[label] = BottleneckRun(
-            str(label),
-            model,
-            dict(fitted.history),
-            monitor.history,
-            float(np.mean((reconstruction - x_test) ** 2)),
-            sorted({str(warning.message) for warning in caught}),
-        )
+        (x_train, _), (x_test, _) = load_mnist(n_train=n_train, n_test=n_test, source=source, seed=seed)
+    runs = train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, every, _new_monitor, live=live)
     if show:
+        from .figures import show_figure
+
         for figure in comparison_figures(runs, x_test):
             show_figure(figure)
     return runs
+
+
+def _new_monitor(**options):
+    """A :class:`~workbook.GradientNormMonitor`, imported only once the arguments passed their checks."""
+    from .monitoring import GradientNormMonitor
+
+    return GradientNormMonitor(**options)
 
 
 def comparison_figures(runs, x_test, n_images=8):
@@ -142,7 +88,7 @@ def comparison_figures(runs, x_test, n_images=8):
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    from workbook.figures import decade_range, draw_gradient_norms, new_figure, rows_below_the_break
+    from .figures import decade_range, draw_gradient_norms, new_figure, rows_below_the_break
 
     labels = list(runs)
     losses = new_figure(figsize=(8.5, 3.4))
@@ -178,7 +124,8 @@ def comparison_figures(runs, x_test, n_images=8):
     spans = [span for span in spans if span != (0, 0)] or [(0, 0)]
     decades = (min(low for low, _ in spans), max(high for _, high in spans))
     reserve = max(len(rows_below_the_break(history)) for history in histories)
-    for ax, label, history in zip(axes, labels, histories):
+    # Not strict: a grid can hold more axes than there are runs (those are hidden below).
+    for ax, label, history in zip(axes, labels, histories, strict=False):
         draw_gradient_norms(ax, history, title=label, decades=decades, legend=False, reserve_rows=reserve)
     for ax in axes[len(labels) :]:
         ax.set_visible(False)
@@ -211,20 +158,3 @@ def comparison_figures(runs, x_test, n_images=8):
     grid.suptitle("Test images (top) and their reconstructions")
     grid.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02, wspace=0.05, hspace=0.1)
     return losses, norms, grid
-
-
-def gradient_norms(model, x):
-    """The L2 norm of the loss's gradient for each trainable variable, None where there is none.
-
-    Introduced in 04_autoencoder_lab.ipynb: one batch ``x``, the model's own loss against
-    ``x`` itself (an autoencoder), no weights changed. Returns ``{variable path: float or None}``.
-    """
-    import tensorflow as tf
-
-    with tf.GradientTape() as tape:
-        loss = model.compute_loss(x=x, y=x, y_pred=model(x, training=True))
-    gradients = tape.gradient(loss, model.trainable_variables)
-    return {
-        variable.path: None if gradient is None else float(tf.norm(gradient))
-        for variable, gradient in zip(model.trainable_variables, gradients)
-    }

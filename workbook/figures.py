@@ -70,7 +70,7 @@ def decade_range(norms):
 
 
 def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, reserve_rows=0):
-    """Plot a :class:`~workbook.monitoring.GradientNormHistory` on `ax`, log scale.
+    """Plot a :class:`~workbook.recording.GradientNormHistory` on `ax`, log scale.
 
     Introduced in 04_autoencoder_lab.ipynb. A log axis cannot show 0, so nothing that is 0
     or None is drawn at a number: below the lowest decade, past a dashed break, each layer
@@ -91,11 +91,7 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
     """
     from matplotlib.ticker import MaxNLocator
 
-    # Remove only what was drawn: clearing the axes would rebuild every tick, the slow part.
-    for artist in [*ax.lines, *ax.texts]:
-        artist.remove()
-    if ax.get_legend() is not None:
-        ax.get_legend().remove()
+    _remove_what_was_drawn(ax)
     steps, norms, dead = history.steps, history.norms, history.no_gradient
     low, high = decades if decades is not None else decade_range(norms)
     high = max(high, low + 1)
@@ -107,25 +103,13 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
             ax.plot(steps, curve, color=LAYER_COLORS[j % len(LAYER_COLORS)], lw=1.8, label=name)
     rows = rows_below_the_break(history)
     levels = [10.0 ** (low - 1 - 0.5 * i) for i in range(len(rows))]
-    for level, (label, tick, color, marker, mask) in zip(levels, rows):
-        ax.plot(steps, np.where(mask, level, np.nan), color=color, ls="--", lw=2, marker=marker, ms=5, label=None)
-        # The layer's name inside the axes, just above its own row: it never meets another row.
-        ax.annotate(
-            label,
-            xy=(0.01, level),
-            xycoords=("axes fraction", "data"),
-            xytext=(0, 3),
-            textcoords="offset points",
-            va="bottom",
-            color=color,
-            fontsize="small",
-            fontweight="bold",
-        )
+    _draw_rows(ax, steps, rows, levels)
     decade_ticks = [10.0**k for k in range(low, high + 1)]
     ax.set_yticks(
         decade_ticks + levels, [f"$10^{{{k}}}$" for k in range(low, high + 1)] + [tick for _, tick, *_ in rows]
     )
-    for tick, (_, _, color, *_) in zip(ax.get_yticklabels()[len(decade_ticks) :], rows):
+    # Not strict: an axes given with its tick labels turned off has none to colour.
+    for tick, (_, _, color, *_) in zip(ax.get_yticklabels()[len(decade_ticks) :], rows, strict=False):
         tick.set_color(color)
         tick.set_fontweight("bold")
     ax.minorticks_off()
@@ -154,6 +138,32 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
     if legend and any(line.get_label() and not line.get_label().startswith("_") for line in ax.lines):
         ax.legend(loc="upper right", fontsize="small", framealpha=0.8)
     ax.grid(True, which="major", alpha=0.3)
+
+
+def _remove_what_was_drawn(ax):
+    """Remove only what was drawn: clearing the axes would rebuild every tick, the slow part."""
+    for artist in [*ax.lines, *ax.texts]:
+        artist.remove()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+
+
+def _draw_rows(ax, steps, rows, levels):
+    """Each row of :func:`rows_below_the_break` at its level, named just above itself."""
+    for level, (label, _, color, marker, mask) in zip(levels, rows, strict=True):
+        ax.plot(steps, np.where(mask, level, np.nan), color=color, ls="--", lw=2, marker=marker, ms=5, label=None)
+        # The layer's name inside the axes, just above its own row: it never meets another row.
+        ax.annotate(
+            label,
+            xy=(0.01, level),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            va="bottom",
+            color=color,
+            fontsize="small",
+            fontweight="bold",
+        )
 
 
 def rows_below_the_break(history):
