@@ -19,7 +19,8 @@ _EXPORTS = {
     "check_versions": "compatibility",
     # data.py: MNIST with or without a network (00_start_here)
     "load_mnist": "data",
-    # surrogates.py: forward one function, backpropagate another (01, 02)
+    # surrogates.py: forward one function, backpropagate another (01, 02); its formulas'
+    # text is in surrogate_formulas.py, its Keras operation in surrogate_operation.py
     "surrogate": "surrogates",
     "straight_through": "surrogates",
     "SURROGATES": "surrogates",
@@ -35,7 +36,8 @@ _EXPORTS = {
     "find_gradient_breaks": "diagnosis",
     "GradientReport": "diagnosis",
     "Finding": "diagnosis",
-    # models.py, monitoring.py, compare.py: the MNIST autoencoder lab (04)
+    # models.py, monitoring.py, compare.py: the MNIST autoencoder lab (04); the recording
+    # behind the monitor is recording.py, the training behind the comparison bottleneck_runs.py
     "autoencoder": "models",
     "GradientNormMonitor": "monitoring",
     "compare_bottlenecks": "compare",
