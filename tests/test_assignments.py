@@ -77,16 +77,19 @@ def test_metadata_check_catches_broken_cells(tmp_path):
     assert "cell 2: nbgrader markers in a cell without nbgrader metadata" in problems
 
 
-def test_assignment_points_per_part():
+def test_graded_cells_carry_the_points_the_title_cell_promises():
     notebook = nbformat.read(NOTEBOOKS / f"{ASSIGNMENT}.ipynb", as_version=4)
-    points = {
-        nbgrader_meta(c)["grade_id"]: nbgrader_meta(c)["points"]
+    graded = [
+        (nbgrader_meta(c)["grade_id"], nbgrader_meta(c)["points"])
         for c in notebook.cells
         if nbgrader_meta(c).get("grade")
-    }
-    assert points == ASSIGNMENT_POINTS
-    table = notebook.cells[0].source
-    assert sum(points.values()) == 10 and "10 points" in table
+    ]
+    assert dict(graded) == ASSIGNMENT_POINTS
+    # the title cell's table, one row per graded cell in order: | (a) | what | points |
+    title = notebook.cells[0].source
+    promised = [int(points) for points in re.findall(r"^\| \([abc]\) \|[^\n]*\| (\d+) \|$", title, re.M)]
+    assert promised == [points for _, points in graded]
+    assert f"({sum(promised)} points;" in title
 
 
 # --- the committed student versions -----------------------------------------------------

@@ -12,6 +12,7 @@ import types
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 import workbook
@@ -79,15 +80,26 @@ def test_installed_versions_are_what_the_packages_themselves_report():
     }
 
 
-def test_this_environment_is_in_the_supported_range():
-    assert workbook.check_versions()["tensorflow"]
+def test_this_environment_is_in_the_range_pyproject_declares_and_check_versions_accepts_it():
+    # The range as packaging reads pyproject.toml, not as workbook.compatibility compares versions.
+    import tensorflow as tf
+
+    python_range = re.search(r'^requires-python = "([^"]+)"$', PYPROJECT, re.MULTILINE).group(1)
+    assert SpecifierSet(python_range).contains(platform.python_version())
+    for requirement in declared_dependencies():
+        if requirement.marker is None or requirement.marker.evaluate():
+            name = canonicalize_name(requirement.name)
+            # whichever TensorFlow distribution provides `import tensorflow`
+            installed = tf.__version__ if name.startswith("tensorflow") else importlib.metadata.version(name)
+            assert requirement.specifier.contains(installed, prereleases=True), f"{installed} is not {requirement}"
+    assert workbook.check_versions() == compatibility.installed_versions()
 
 
 @pytest.mark.parametrize(
     "version, expected",
     [("2.18.1", (2, 18, 1)), ("2.19.0rc1", (2, 19, 0)), ("3.10.0.dev20250101", (3, 10, 0)), ("1.26", (1, 26))],
 )
-def test_version_tuple(version, expected):
+def test_version_tuple_keeps_the_release_numbers_and_drops_suffixes(version, expected):
     assert compatibility.version_tuple(version) == expected
 
 
@@ -129,8 +141,10 @@ def test_an_old_image_is_told_which_packages_are_too_old_and_what_to_run():
     ]
     on_colab = compatibility.what_to_do(problems, colab=True)
     assert '%pip install -U "tensorflow>=2.18" "keras>=3.8" "matplotlib>=3.8"' in on_colab
-    assert "Restart session" in on_colab
-    assert "make lab" in compatibility.what_to_do(problems, colab=False)
+    assert "Restart session" in on_colab and "make lab" not in on_colab
+    elsewhere = compatibility.what_to_do(problems, colab=False)
+    assert "make lab" in elsewhere and "%pip" not in elsewhere
+    assert 'pip install -U "tensorflow>=2.18" "keras>=3.8" "matplotlib>=3.8"' in elsewhere
 
 
 def test_a_missing_package_and_an_old_python_are_named():
@@ -164,17 +178,30 @@ def fake_colab(monkeypatch):
     return calls
 
 
-def test_on_colab_the_custom_widget_manager_is_enabled_for_ipywidgets_8_only(fake_colab):
+@pytest.mark.parametrize(
+    "ipywidgets, enabled", [("7.7.1", []), ("8.1.5", ["enabled"])], ids=["ipywidgets 7", "ipywidgets 8"]
+)
+def test_on_colab_the_custom_widget_manager_is_enabled_for_ipywidgets_8_only(
+    fake_colab, monkeypatch, ipywidgets, enabled
+):
+    monkeypatch.setattr(compatibility, "installed_versions", lambda: {**COLAB, "ipywidgets": ipywidgets})
     assert compatibility.on_colab()
     workbook.check_versions()
-    major = int(importlib.metadata.version("ipywidgets").split(".")[0])
     # Colab draws its own ipywidgets 7.7 natively; ipywidgets 8 needs its custom widget manager
     # (googlecolab/colabtools issues 3020 and 4525).
-    assert fake_colab == (["enabled"] if major >= 8 else [])
+    assert fake_colab == enabled
+
+
+def test_off_colab_the_widget_manager_is_left_alone(monkeypatch):
+    monkeypatch.setattr(compatibility, "installed_versions", lambda: {**COLAB, "ipywidgets": "8.1.5"})
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    assert not compatibility.on_colab()
+    assert workbook.check_versions()["ipywidgets"] == "8.1.5"  # no google.colab to import: nothing raised
 
 
 def test_colab_is_told_to_use_pip_not_make(fake_colab, monkeypatch):
     monkeypatch.setattr(compatibility, "installed_versions", lambda: dict(OLD_IMAGE))
-    with pytest.raises(compatibility.UnsupportedVersionError, match=r"%pip install -U .*Restart session"):
+    with pytest.raises(compatibility.UnsupportedVersionError, match=r"%pip install -U .*Restart session") as raised:
         workbook.check_versions()
+    assert "make lab" not in str(raised.value)
     assert fake_colab == []

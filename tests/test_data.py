@@ -65,6 +65,20 @@ def test_subsets_are_stratified_and_deterministic():
     assert len(set(y_a[:50].tolist())) > 5, "a subset must be shuffled, not sorted by digit"
 
 
+def bundled_labels_by_image():
+    """Each bundled image's label, read from the file itself (no two of its images are alike)."""
+    with np.load(data.bundled_mnist_path()) as archive:
+        return {image.tobytes(): int(label) for image, label in zip(archive["x"], archive["y"], strict=True)}
+
+
+@pytest.mark.parametrize("n_train, n_test", [(None, None), (1000, 100)], ids=["whole split", "subsets"])
+def test_every_image_keeps_the_label_the_file_gives_it(n_train, n_test):
+    labels = bundled_labels_by_image()
+    for x, y in workbook.load_mnist(n_train=n_train, n_test=n_test, source="bundled", seed=5):
+        pixels = np.rint(x[..., 0] * 255).astype(np.uint8)  # back to the file's bytes
+        assert [labels[image.tobytes()] for image in pixels] == y.tolist()
+
+
 @pytest.mark.parametrize(
     "kwargs, named",
     [
@@ -75,6 +89,8 @@ def test_subsets_are_stratified_and_deterministic():
         ({"source": "internet"}, "source='internet'"),
         ({"seed": "zero"}, "seed='zero'"),
         ({"seed": -1}, "seed=-1"),
+        ({"n_train": True}, "n_train=True"),
+        ({"seed": False}, "seed=False"),
     ],
 )
 def test_bad_arguments_name_the_argument_and_the_value(kwargs, named):
@@ -130,13 +146,19 @@ def test_an_intact_keras_cache_is_used(keras_home, capsys):
         "y_test": np.repeat(np.arange(10, dtype=np.uint8), 2),
     }
     np.savez(cache, **fake)
-    (x_train, y_train), (x_test, _) = workbook.load_mnist(seed=1)
+    (x_train, y_train), (x_test, y_test) = workbook.load_mnist(seed=1)
     assert x_train.shape == (60, 28, 28, 1) and x_test.shape == (20, 28, 28, 1)
-    assert "Keras" in capsys.readouterr().out
-    # same images, reordered, scaled to [0, 1]
-    assert sorted(x_train.sum(axis=(1, 2, 3)).round(3)) == sorted(
-        (fake["x_train"] / 255.0).sum(axis=(1, 2)).astype(np.float32).round(3)
-    )
+    assert f"from its cache {cache}" in capsys.readouterr().out
+    # the cached images themselves, each once, scaled to [0, 1], each with its own label
+    for x, y, images, labels in (
+        (x_train, y_train, fake["x_train"], fake["y_train"]),
+        (x_test, y_test, fake["x_test"], fake["y_test"]),
+    ):
+        assert x.min() >= 0.0 and x.max() <= 1.0
+        cached = {image.tobytes(): int(label) for image, label in zip(images, labels, strict=True)}
+        returned = [np.rint(image[..., 0] * 255).astype(np.uint8).tobytes() for image in x]
+        assert sorted(returned) == sorted(cached)
+        assert [cached[image] for image in returned] == y.tolist()
 
 
 @pytest.fixture
