@@ -24,6 +24,7 @@ LAYERS = {
         "surrogates",
         "surrogate_formulas",
         "surrogate_operation",
+        "derivatives",
         "estimators",
         "bias_variance",
         "graph_program",
