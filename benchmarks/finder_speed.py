@@ -79,7 +79,7 @@ def corpus_section():
     for builder in finder_corpus.CASES:
         built = builder()
         options = built[2] if len(built) > 2 else {}
-        cpu, wall = measure(lambda: workbook.find_gradient_breaks(built[0], built[1], **options))
+        cpu, wall = measure(lambda built=built, options=options: workbook.find_gradient_breaks(*built[:2], **options))
         timings.append((wall, cpu, builder.__name__))
     walls = [t[0] for t in timings]
     slowest = max(timings)
@@ -112,7 +112,8 @@ def resnet_section(batch_size=2, pairs=3):
     r = results["finder"]
     return (
         f"On `keras.applications.ResNet50(weights=None)` ({len(diagnosed.trainable_variables)} trainable variables, "
-        f"batch {batch_size} at 224x224), compiled, `(x, y)`; {pairs} interleaved rounds after a warm-up. Target at most 1x.\n\n"
+        f"batch {batch_size} at 224x224), compiled, `(x, y)`; {pairs} interleaved rounds after a warm-up. "
+        "Target at most 1x.\n\n"
         "| target | against | CPU time ratio, median (min–max) | wall time ratio | CPU s |\n|---|---|---|---|---|\n"
         f"| find_gradient_breaks(ResNet50, (x, y)) | tracing the train step + one step | {ratio_cell(r['cpu'])} | "
         f"{ratio_cell(r['wall'])} | {r['cpu_seconds']:.1f} (baseline {results['baseline']['cpu_seconds']:.1f}) |\n"

@@ -413,7 +413,7 @@ def rounding_train_step():
                 y_pred = ops.round(self(x, training=True))  # culprit: Round no_gradient
                 loss = ops.mean(ops.square(y - y_pred))
             gradients = tape.gradient(loss, self.trainable_variables)
-            self.optimizer.apply_gradients(zip(gradients, self.trainable_variables))
+            self.optimizer.apply_gradients(zip(gradients, self.trainable_variables, strict=True))
             return {"loss": loss}
 
     inputs = keras.Input((3,))
@@ -433,7 +433,7 @@ def train_step_with_a_cast():
                 hits = tf.cast(y_pred > 0.0, tf.float32)  # culprit: Greater integer_output
                 loss = tf.reduce_mean(tf.square(y - hits))
             gradients = tape.gradient(loss, self.trainable_variables)
-            self.optimizer.apply_gradients(zip(gradients, self.trainable_variables))
+            self.optimizer.apply_gradients(zip(gradients, self.trainable_variables, strict=True))
             return {"loss": loss}
 
     inputs = keras.Input((3,))
@@ -849,7 +849,7 @@ def custom_train_step_from_the_guide():
                 y_pred = self(x, training=True)
                 loss = self.compute_loss(y=y, y_pred=y_pred)
             gradients = tape.gradient(loss, self.trainable_variables)
-            self.optimizer.apply_gradients(zip(gradients, self.trainable_variables))
+            self.optimizer.apply_gradients(zip(gradients, self.trainable_variables, strict=True))
             return {"loss": loss}
 
     inputs = keras.Input((3,))

@@ -13,7 +13,8 @@ import tensorflow as tf
 from keras import ops
 
 import workbook
-from workbook.diagnosis_report import DISCONNECTION_CAUSES, HINTS, OP_HINTS
+from workbook.diagnosis_report import CAUSES, OP_HINTS, REASONS
+from workbook.gradients import value_and_gradient
 
 X = tf.constant(np.random.default_rng(0).normal(size=(4, 3)).astype("float32") * 2.0)
 VALUES = tf.constant(np.arange(12, dtype="float32").reshape(4, 3))
@@ -233,16 +234,15 @@ NO_CODE_FIX = {"measured_none", "disconnected", "integer_input"}  # tested below
 
 
 def hint_text(kind, key):
-    return {"op": OP_HINTS, "reason": HINTS, "cause": {k: v[1] for k, v in DISCONNECTION_CAUSES.items()}}[kind][key]
+    if kind == "op":
+        return OP_HINTS[key]
+    return (REASONS if kind == "reason" else CAUSES)[key].hint
 
 
 def gradient(function, x=X):
     """The tape's gradient of sum(function(x)) for x, or None (also when tracing or the tape raises)."""
     try:
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = tf.reduce_sum(tf.cast(function(x), tf.float32))
-        return tape.gradient(y, x)
+        return value_and_gradient(lambda t: tf.cast(function(t), tf.float32), x)[1]
     except (LookupError, ValueError, TypeError, tf.errors.OperatorNotAllowedInGraphError):
         return None
 
@@ -255,8 +255,16 @@ def flows(function):
 def test_every_hint_has_a_tested_fix():
     tested = {(kind, key) for kind, key, *_ in FIXES}
     assert {("op", key) for key in OP_HINTS} <= tested
-    assert {("reason", key) for key in HINTS if key not in NO_CODE_FIX} <= tested
-    assert {("cause", key) for key in DISCONNECTION_CAUSES} <= tested
+    assert {("reason", key) for key in REASONS if key not in NO_CODE_FIX} <= tested
+    assert {("cause", key) for key in CAUSES} <= tested
+
+
+@pytest.mark.parametrize(
+    "key, words", [(f[1], f[2]) for f in FIXES if f[0] == "cause"], ids=[f[1] for f in FIXES if f[0] == "cause"]
+)
+def test_each_disconnection_hint_names_the_fix_tested_below(key, words):
+    """The words of each cause's fix are in its hint; test_the_disconnection_fixes_restore_the_gradient runs them."""
+    assert words in hint_text("cause", key)
 
 
 @pytest.mark.parametrize(
@@ -280,13 +288,9 @@ def test_the_cast_hint_names_no_fix_whose_own_gradient_is_none():
 
 
 def test_an_integer_input_gets_a_gradient_once_it_is_a_float():
-    assert "x.astype('float32')" in HINTS["integer_input"]
+    assert "x.astype('float32')" in REASONS["integer_input"].hint
     integers = np.array([[3, 4]])
-    with tf.GradientTape() as tape:
-        x = tf.constant(integers)
-        tape.watch(x)
-        y = tf.reduce_sum(tf.cast(x, tf.float32) ** 2)
-    assert tape.gradient(y, x) is None
+    assert value_and_gradient(lambda x: tf.cast(x, tf.float32) ** 2, tf.constant(integers))[1] is None
     assert flows(lambda x: x**2) and gradient(lambda x: x**2, tf.constant(integers.astype("float32"))) is not None
 
 
@@ -308,4 +312,4 @@ def test_the_disconnection_fixes_restore_the_gradient():
     for value in (through_tensor, through_call, through_local):
         assert tape.gradient(value, weight) is not None
     del tape
-    assert "self.w.assign(...)" in DISCONNECTION_CAUSES["rebound"][1]
+    assert "self.w.assign(...)" in CAUSES["rebound"].hint

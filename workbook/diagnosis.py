@@ -12,11 +12,13 @@ gradients are also measured numerically with a ``GradientTape`` on the example,
 so the two views can be compared.
 """
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from workbook.diagnosis_report import HINTS, Finding, GradientReport
+from workbook.diagnosis_report import REASONS, Finding, GradientReport
 from workbook.finder_targets import all_layers, changed_attributes, prepare, restore_attributes, stateful_variables
-from workbook.graph_walk import analyse, tf_variable
+from workbook.graph_walk import Traced, analyse, tf_variable
 from workbook.layer_causes import explain_disconnected
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
@@ -56,23 +58,24 @@ def find_gradient_breaks(target, example, loss=None):
         )
     if loss is not None and not callable(loss):
         raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
-    call, inputs, variables, layer_of, description, arguments = prepare(target, example, loss)
+    followed = prepare(target, example, loss)
     layers = all_layers(target)
     snapshot = [(v, np.array(v.numpy())) for v in stateful_variables(target)]
     attributes = [(layer, dict(vars(layer))) for layer in layers]
     try:
-        traced, measured, failure = _trace_and_measure(call, arguments, inputs, variables)
+        measurement = _trace_and_measure(followed)
         changed = changed_attributes(attributes)
         restore_attributes(attributes)
-        report = analyse(call, arguments, inputs, variables, layer_of, traced=traced)
+        analysis = analyse(followed, traced=measurement.traced)
     finally:
         for variable, value in snapshot:  # a training-mode call may move statistics; put them back
             variable.assign(value)
         restore_attributes(attributes)  # a layer that stored a traced tensor on self would break later
-    report.description = description
+    report = analysis.report
+    report.description = followed.description
     for status in report.sources:
-        status.measured = measured.get(status.key, "not measured")
-    _settle_unchecked(report, failure)
+        status.measured = measurement.verdicts.get(status.key, "not measured")
+    _settle_unchecked(report, analysis.unchecked, measurement.failure)
     explain_disconnected(report, layers, changed)
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
@@ -80,29 +83,45 @@ def find_gradient_breaks(target, example, loss=None):
     return report
 
 
-def _trace_and_measure(call, arguments, inputs, variables):
+@dataclass
+class Measurement:
+    """The gradients a GradientTape measured on the example, and the trace that measured them.
+
+    ``verdicts`` maps a source key to 'none', 'zero', 'flowing' or 'error'; ``traced`` is
+    the graph the walk then reads (None if the target could only be run eagerly);
+    ``failure`` the first line of the error that building the gradient raised, if any.
+    """
+
+    verdicts: dict = field(default_factory=dict)
+    traced: Traced = None
+    failure: str = None
+
+
+def _trace_and_measure(followed):
     """Trace the target with its gradients in one graph, run it once, and measure what arrives.
 
-    Returns ``((concrete function, output tensors), verdicts, None)``; the graph is the
-    one the walk then reads, so the target is traced only once. Code that cannot be
-    traced with its gradients (numpy, Python ``if`` on a value, a gradient function that
-    raises) returns ``(None, verdicts, error)`` measured eagerly instead.
+    The graph is the one the walk then reads, so the target is traced only once. Code that
+    cannot be traced with its gradients (numpy, Python ``if`` on a value, a gradient
+    function that raises) is measured eagerly instead, and ``traced`` is None.
     """
     import tensorflow as tf
 
-    position = {id(tensor): index for index, tensor in enumerate(arguments)}
+    position = {id(tensor): index for index, tensor in enumerate(followed.arguments)}
     float_inputs = [
         (key, position[id(tensor)])
-        for key, (_, tensor) in zip(_source_keys(inputs, []), inputs)
+        for key, (_, tensor) in zip(_source_keys(followed.inputs, []), followed.inputs, strict=True)
         if tensor.dtype.is_floating
     ]
+    variables = followed.variables
     keys = [key for key, _ in float_inputs] + [("variable", id(v)) for v in variables]
 
     def outputs_and_flags(*args):
+        # Several sources and no variable watched by accident: the one-input helper in
+        # workbook.gradients does not fit here.
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch([args[index] for _, index in float_inputs])
             tape.watch([tf_variable(v) for v in variables])
-            outputs = call(*args)
+            outputs = followed.call(*args)
             scalar = _sum_of_float_outputs(outputs)
         if scalar is None:
             return {"outputs": outputs, "flags": None}
@@ -112,18 +131,22 @@ def _trace_and_measure(call, arguments, inputs, variables):
         return {"outputs": outputs, "flags": flags}
 
     try:
-        specs = [tf.TensorSpec.from_tensor(tensor) for tensor in arguments]
+        specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
         concrete = tf.function(outputs_and_flags, autograph=False).get_concrete_function(*specs)
-        flags = _run_once(concrete, arguments)["flags"]
+        flags = _run_once(concrete, followed.arguments)["flags"]
     except Exception:
-        return (None, *_measure_eagerly(call, arguments, inputs, variables))
-    traced = (concrete, concrete.structured_outputs["outputs"])
+        return _measure_eagerly(followed)
+    traced = Traced(concrete, concrete.structured_outputs["outputs"])
     if flags is None:
-        return traced, {}, None
-    verdicts = {
-        key: "none" if flag is None else ("flowing" if bool(flag) else "zero") for key, flag in zip(keys, flags)
-    }
-    return traced, verdicts, None
+        return Measurement(traced=traced)
+    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}, traced)
+
+
+def _verdict(flowing):
+    """'none' for no gradient, else 'flowing' or 'zero' as ``flowing`` (a boolean tensor) says."""
+    if flowing is None:
+        return "none"
+    return "flowing" if bool(flowing) else "zero"
 
 
 #: Grappler passes switched off for the one run of the measurement: optimizing a graph that runs
@@ -155,51 +178,47 @@ def _run_once(concrete, arguments):
         )
 
 
-def _measure_eagerly(call, arguments, inputs, variables):
-    """Per source key 'none', 'zero', 'flowing' or 'error', from a GradientTape run eagerly; and the error."""
+def _measure_eagerly(followed):
+    """The :class:`Measurement` of a GradientTape run eagerly (no trace to walk)."""
     import tensorflow as tf
 
+    inputs, variables = followed.inputs, followed.variables
     failure = None
     with tf.GradientTape(watch_accessed_variables=False) as tape:
-        for _, tensor in inputs:
-            if tensor.dtype.is_floating:
-                tape.watch(tensor)
-        for variable in variables:
-            tape.watch(tf_variable(variable))
+        tape.watch([tensor for _, tensor in inputs if tensor.dtype.is_floating])
+        tape.watch([tf_variable(variable) for variable in variables])
         try:
-            scalar = _sum_of_float_outputs(call(*arguments))
+            scalar = _sum_of_float_outputs(followed.call(*followed.arguments))
         except Exception as error:
             failure = _first_line(error)
     if failure is not None:
         try:
-            call(*arguments)
+            followed.call(*followed.arguments)
         except Exception:
-            return {}, None  # it fails without a tape too: tracing reports why
+            return Measurement()  # it fails without a tape too: tracing reports why
         # It runs, but not under a GradientTape: building the gradient of a tf.function failed.
-        return {key: "error" for key in _source_keys(inputs, variables)}, failure
+        return _all_failed(inputs, variables, failure)
     if scalar is None:
-        return {}, None
+        return Measurement()
     sources = [tensor for _, tensor in inputs] + [tf_variable(v) for v in variables]
     try:
         gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
     except Exception as error:  # LookupError for an op with no gradient; any error from a gradient function
-        failure = _first_line(error)
-        return {key: "error" for key in _source_keys(inputs, variables)}, failure
-    verdicts = {}
-    for key, gradient in zip(_source_keys(inputs, variables), gradients):
-        if gradient is None:
-            verdicts[key] = "none"
-        else:
-            gradient = tf.convert_to_tensor(gradient)
-            verdicts[key] = "flowing" if bool(tf.reduce_any(gradient != 0)) else "zero"
-    return verdicts, None
+        return _all_failed(inputs, variables, _first_line(error))
+    keys = _source_keys(inputs, variables)
+    flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
+    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)})
+
+
+def _all_failed(inputs, variables, failure):
+    return Measurement({key: "error" for key in _source_keys(inputs, variables)}, failure=failure)
 
 
 def _first_line(error):
     return f"{type(error).__name__}: {error}".splitlines()[0][:300]
 
 
-def _settle_unchecked(report, failure):
+def _settle_unchecked(report, unchecked, failure):
     """Decide the breaks whose gradient function failed, with the GradientTape's measurement.
 
     A break that the tape passed (every source it blocks measured flowing) was only a
@@ -207,36 +226,36 @@ def _settle_unchecked(report, failure):
     A source the graph calls flowing but the tape measured None or failed on gets a finding too.
     """
     covered = set()
-    for finding in getattr(report, "unchecked", []):
-        blocked = [s for bit, s in enumerate(report.sources) if finding.bits & (1 << bit)]
-        bad = [s for s in blocked if s.measured != "flowing"]
+    for suspect in unchecked:
+        bad = [s for s in suspect.blocked if s.measured != "flowing"]
         if bad:
-            finding.cuts = list(dict.fromkeys(s.owner for s in bad))
-            report.findings.append(finding)
+            suspect.finding.cuts = list(dict.fromkeys(s.owner for s in bad))
+            report.findings.append(suspect.finding)
             covered.update(id(s) for s in bad)
         else:
-            report.notes.append(finding)
+            report.notes.append(suspect.finding)
     for status in report.sources:
         if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
-            reason = "gradient_error" if status.measured == "error" else "measured_none"
-            detail = (
-                f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
-            )
-            report.findings.append(
-                Finding(
-                    "(tape)",
-                    status.name,
-                    reason,
-                    None,
-                    None,
-                    None,
-                    HINTS[reason],
-                    f"{status.label}: {detail}",
-                    [status.owner],
-                    order=10**9,
-                )
-            )
+            report.findings.append(_tape_finding(status, failure))
     report.findings.sort(key=lambda finding: finding.order)
+
+
+def _tape_finding(status, failure):
+    """A source the graph passes but the tape does not: it measured None, or raised ``failure``."""
+    reason = "gradient_error" if status.measured == "error" else "measured_none"
+    detail = f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
+    return Finding(
+        "(tape)",
+        status.name,
+        reason,
+        None,
+        None,
+        None,
+        REASONS[reason].hint,
+        f"{status.label}: {detail}",
+        [status.owner],
+        order=10**9,
+    )
 
 
 def _source_keys(inputs, variables):

@@ -4,62 +4,118 @@ Introduced in 03_finding_gradient_killers.ipynb.
 """
 
 import html
-import linecache
 import os
-import sysconfig
 import traceback
 from dataclasses import dataclass, field
 
-#: Why each kind of break stops the gradient, and what to do about it. Every fix named here
-#: is applied to an example of its op in tests/test_diagnosis.py, which checks with a
-#: GradientTape that the gradient then flows.
-HINTS = {
-    "integer_output": (
-        "An integer, boolean or string value carries no gradient. Keep the forward value and let "
-        "backprop through with a straight-through surrogate: SURROGATES['cast_int_ste'] for a cast, "
-        "or x + stop_gradient(hard(x) - x) for any hard(x) shaped like x. For one_hot(argmax(...)): "
-        "soft + stop_gradient(hard - soft) with soft = softmax(logits)."
+from workbook.code_origin import user_frame
+from workbook.notebook_cells import cell_label
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Everything the report says about one kind of break.
+
+    ``label`` fills the "why" column; ``hint`` says what to do about it (an op of a type
+    in :data:`OP_HINTS` gets that sharper advice instead, unless ``op_hint`` is False);
+    ``detail`` says what happened at an op, with ``{op}`` (its type), ``{dtypes}`` (of its
+    outputs) and ``{message}`` (TensorFlow's error) filled in. Every fix a hint names is
+    applied to an example of its op in tests/test_hints.py, which checks with a
+    GradientTape that the gradient then flows.
+    """
+
+    label: str
+    hint: str
+    detail: str = ""
+    op_hint: bool = True
+
+
+#: Why each kind of break stops the gradient, and what to do about it, by the name a Finding's ``reason`` holds.
+REASONS = {
+    "integer_output": Reason(
+        label="output is not a float",
+        hint=(
+            "An integer, boolean or string value carries no gradient. Keep the forward value and let "
+            "backprop through with a straight-through surrogate: SURROGATES['cast_int_ste'] for a cast, "
+            "or x + stop_gradient(hard(x) - x) for any hard(x) shaped like x. For one_hot(argmax(...)): "
+            "soft + stop_gradient(hard - soft) with soft = softmax(logits)."
+        ),
+        detail="{op} returns {dtypes}",
     ),
-    "no_gradient": (
-        "TensorFlow defines no gradient through this op (or it returns None for this input). "
-        "Backpropagate a surrogate: x + stop_gradient(f(x) - x) (straight-through), "
-        "SURROGATES['round_ste'] / ['floor_ste'] for round/floor, or workbook.surrogate(f, derivative)."
+    "no_gradient": Reason(
+        label="no gradient defined",
+        hint=(
+            "TensorFlow defines no gradient through this op (or it returns None for this input). "
+            "Backpropagate a surrogate: x + stop_gradient(f(x) - x) (straight-through), "
+            "SURROGATES['round_ste'] / ['floor_ste'] for round/floor, or workbook.surrogate(f, derivative)."
+        ),
+        detail="TensorFlow's gradient of {op} is None for this input",
     ),
-    "zero_gradient": (
-        "The gradient exists but is zero almost everywhere (a step function). Backpropagate a "
-        "surrogate instead, e.g. SURROGATES['sign_ste'] or ['sign_clipped_ste'] for sign, or "
-        "x + stop_gradient(f(x) - x)."
+    "zero_gradient": Reason(
+        label="gradient is zero",
+        hint=(
+            "The gradient exists but is zero almost everywhere (a step function). Backpropagate a "
+            "surrogate instead, e.g. SURROGATES['sign_ste'] or ['sign_clipped_ste'] for sign, or "
+            "x + stop_gradient(f(x) - x)."
+        ),
+        detail="TensorFlow's gradient of {op} is a constant zero",
     ),
-    "stop_gradient": (
-        "stop_gradient blocks backprop on purpose. Remove it, or use the straight-through form "
-        "x + stop_gradient(f(x) - x) so that the gradient passes as identity."
+    "stop_gradient": Reason(
+        label="stop_gradient",
+        hint=(
+            "stop_gradient blocks backprop on purpose. Remove it, or use the straight-through form "
+            "x + stop_gradient(f(x) - x) so that the gradient passes as identity."
+        ),
+        detail="gradient stopped on purpose",
+        op_hint=False,
     ),
-    "no_gradient_registered": (
-        "TensorFlow has no gradient registered for this op (it raises LookupError inside "
-        "tape.gradient). Rewrite it with differentiable ops, or wrap it in "
-        "workbook.surrogate(forward, derivative)."
+    "no_gradient_registered": Reason(
+        label="no gradient registered",
+        hint=(
+            "TensorFlow has no gradient registered for this op (it raises LookupError inside "
+            "tape.gradient). Rewrite it with differentiable ops, or wrap it in "
+            "workbook.surrogate(forward, derivative)."
+        ),
+        detail="no gradient function is registered for {op}",
     ),
-    "gradient_error": (
-        "TensorFlow's own gradient function for this op raised an error (its message is above), so "
-        "whether the gradient passes could not be checked; tape.gradient fails or gets None the same "
-        "way. Rewrite the step with differentiable ops, or wrap it in workbook.surrogate(forward, derivative)."
+    "gradient_error": Reason(
+        label="could not check",
+        hint=(
+            "TensorFlow's own gradient function for this op raised an error (its message is above), so "
+            "whether the gradient passes could not be checked; tape.gradient fails or gets None the same "
+            "way. Rewrite the step with differentiable ops, or wrap it in workbook.surrogate(forward, derivative)."
+        ),
+        detail="TensorFlow's gradient of {op} raised {message}",
+        op_hint=False,
     ),
-    "measured_none": (
-        "The graph has a path, but tf.GradientTape returned None for it on this example. Look for "
-        "an op whose gradient TensorFlow decides at run time (a loaded model, a py_function)."
+    "measured_none": Reason(
+        label="tape measured None",
+        hint=(
+            "The graph has a path, but tf.GradientTape returned None for it on this example. Look for "
+            "an op whose gradient TensorFlow decides at run time (a loaded model, a py_function)."
+        ),
     ),
-    "disconnected": (
-        "The output does not depend on this input or variable at all (or only on its shape). "
-        "Use its result on the way to the output, or remove it (or make it trainable=False)."
+    "disconnected": Reason(
+        label="output does not depend on it",
+        hint=(
+            "The output does not depend on this input or variable at all (or only on its shape). "
+            "Use its result on the way to the output, or remove it (or make it trainable=False)."
+        ),
     ),
-    "integer_input": (
-        "Integers carry no gradient: pass a float array (e.g. x.astype('float32')) if you "
-        "want a gradient with respect to this input."
+    "integer_input": Reason(
+        label="input is not a float",
+        hint=(
+            "Integers carry no gradient: pass a float array (e.g. x.astype('float32')) if you "
+            "want a gradient with respect to this input."
+        ),
     ),
-    "untraceable": (
-        "TensorFlow could not trace this code into a graph, so it cannot differentiate it: "
-        "use keras.ops / tf ops instead of numpy or .numpy(), and tf.cond / keras.ops.where "
-        "instead of Python if/while on tensor values."
+    "untraceable": Reason(
+        label="cannot be traced",
+        hint=(
+            "TensorFlow could not trace this code into a graph, so it cannot differentiate it: "
+            "use keras.ops / tf ops instead of numpy or .numpy(), and tf.cond / keras.ops.where "
+            "instead of Python if/while on tensor values."
+        ),
     ),
 }
 
@@ -71,80 +127,80 @@ OP_HINTS = {
         "x.dtype) - x). (A float round or floor instead of the cast would not help: their "
         "gradients are None too.)"
     ),
-    "ArgMax": "argmax returns indices. For one_hot(argmax(...)) use a straight-through one-hot: soft + stop_gradient(hard - soft) with soft = softmax(logits), or softmax(logits / temperature) alone.",
-    "ArgMin": "argmin returns indices: use a straight-through one-hot, soft + stop_gradient(hard - soft) with soft = softmax(-logits).",
-    "TopKV2": "top_k's indices are integers: take the gradient through its values (top_k(x).values), or weigh the candidates with a softmax instead of picking them.",
-    "Round": "round has no gradient: use SURROGATES['round_ste'] (straight-through), or x + stop_gradient(round(x) - x).",
-    "Floor": "floor has no gradient: use SURROGATES['floor_ste'] or SURROGATES['floor_smooth'], or x + stop_gradient(floor(x) - x).",
+    "ArgMax": (
+        "argmax returns indices. For one_hot(argmax(...)) use a straight-through one-hot: "
+        "soft + stop_gradient(hard - soft) with soft = softmax(logits), or softmax(logits / temperature) alone."
+    ),
+    "ArgMin": (
+        "argmin returns indices: use a straight-through one-hot, soft + stop_gradient(hard - soft) "
+        "with soft = softmax(-logits)."
+    ),
+    "TopKV2": (
+        "top_k's indices are integers: take the gradient through its values (top_k(x).values), "
+        "or weigh the candidates with a softmax instead of picking them."
+    ),
+    "Round": (
+        "round has no gradient: use SURROGATES['round_ste'] (straight-through), or x + stop_gradient(round(x) - x)."
+    ),
+    "Floor": (
+        "floor has no gradient: use SURROGATES['floor_ste'] or SURROGATES['floor_smooth'], "
+        "or x + stop_gradient(floor(x) - x)."
+    ),
     "Sign": "sign's gradient is 0 everywhere: use SURROGATES['sign_ste'], ['sign_clipped_ste'] or ['sign_swish'].",
-    "Greater": "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] for (x > 0), or a sigmoid with a steep slope.",
-    "Less": "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] on (threshold - x), or a steep sigmoid.",
-    "PyFunc": "numpy_function leaves TensorFlow: rewrite it with keras.ops, or use tf.py_function (which has a gradient), or wrap it in workbook.surrogate.",
-}
-
-#: What makes a variable or input disconnected, when the finder can tell: (detail, what to do).
-DISCONNECTION_CAUSES = {
-    "assign": (
-        "its value goes into a variable with assign/assign_add, and a variable keeps no record of where its value came from",
-        "Compute with tensors (total = total + x) and assign only what you will not differentiate, like a running statistic.",
+    "Greater": (
+        "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] for (x > 0), "
+        "or a sigmoid with a steep slope."
     ),
-    "rebound": (
-        "call() rebinds the weight's attribute to a tensor (self.w = self.w + ...): later calls use that tensor, a constant, instead of the weight",
-        "Change the weight in place with self.w.assign(...), or keep the new value in a local variable.",
+    "Less": (
+        "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] on (threshold - x), "
+        "or a steep sigmoid."
     ),
-    "built_tensor": (
-        "a tensor computed from the weight once, in build() or __init__, is stored on the layer and used instead of the weight: it is a constant to every call",
-        "Compute that tensor inside call(), from the weight, every time.",
-    ),
-    "unused": (
-        "the weight is created with add_weight but call() never uses it",
-        "Use it in call(), or do not create it (or create it with trainable=False).",
+    "PyFunc": (
+        "numpy_function leaves TensorFlow: rewrite it with keras.ops, or use tf.py_function (which has a "
+        "gradient), or wrap it in workbook.surrogate."
     ),
 }
 
-REASON_TEXT = {
-    "integer_output": "output is not a float",
-    "no_gradient": "no gradient defined",
-    "zero_gradient": "gradient is zero",
-    "stop_gradient": "stop_gradient",
-    "no_gradient_registered": "no gradient registered",
-    "disconnected": "output does not depend on it",
-    "integer_input": "input is not a float",
-    "untraceable": "cannot be traced",
-    "gradient_error": "could not check",
-    "measured_none": "tape measured None",
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a variable or input is disconnected, when the finder can tell: what happened, and what to do."""
+
+    detail: str
+    hint: str
+
+
+#: The causes of a "disconnected" finding that the finder recognises in a layer's code.
+CAUSES = {
+    "assign": Cause(
+        detail=(
+            "its value goes into a variable with assign/assign_add, "
+            "and a variable keeps no record of where its value came from"
+        ),
+        hint=(
+            "Compute with tensors (total = total + x) and assign only what you will not differentiate, "
+            "like a running statistic."
+        ),
+    ),
+    "rebound": Cause(
+        detail=(
+            "call() rebinds the weight's attribute to a tensor (self.w = self.w + ...): "
+            "later calls use that tensor, a constant, instead of the weight"
+        ),
+        hint="Change the weight in place with self.w.assign(...), or keep the new value in a local variable.",
+    ),
+    "built_tensor": Cause(
+        detail=(
+            "a tensor computed from the weight once, in build() or __init__, is stored on the layer "
+            "and used instead of the weight: it is a constant to every call"
+        ),
+        hint="Compute that tensor inside call(), from the weight, every time.",
+    ),
+    "unused": Cause(
+        detail="the weight is created with add_weight but call() never uses it",
+        hint="Use it in call(), or do not create it (or create it with trainable=False).",
+    ),
 }
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_LIBRARY_DIRS = tuple(
-    os.path.abspath(path) + os.sep
-    for path in {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-)
-
-
-def _is_library(filename):
-    if not filename or filename.startswith("<") or "__autograph_generated" in filename:
-        return True
-    path = os.path.abspath(filename)
-    return path.startswith(_LIBRARY_DIRS) or os.path.dirname(path) == _PACKAGE_DIR
-
-
-def user_frame(frames):
-    """(file, line, code) of the innermost frame in the user's code, or (None, None, None).
-
-    Frames above the workbook's own tracing call are the caller of
-    find_gradient_breaks, not the code that made the op: they are skipped.
-    """
-    frames = list(frames or [])
-    start = 0
-    for index, frame in enumerate(frames):
-        if os.path.dirname(os.path.abspath(frame.filename)) == _PACKAGE_DIR and "diagnosis" in frame.filename:
-            start = index + 1
-    for frame in reversed(frames[start:]):
-        if not _is_library(frame.filename):
-            code = (getattr(frame, "line", None) or linecache.getline(frame.filename, frame.lineno)).strip()
-            return frame.filename, frame.lineno, code
-    return None, None, None
 
 
 @dataclass
@@ -164,21 +220,15 @@ class Finding:
     detail: str = ""
     cuts: list = field(default_factory=list)
     order: int = 0  # position along the path, for sorting
-    bits: int = 0  # which sources it blocks (a bitmask), while the report is built
 
     @classmethod
     def from_op(cls, op, reason, frame, cuts=(), message="", order=0):
+        known = REASONS[reason]
         dtypes = ", ".join(t.dtype.name for t in op.outputs) or "nothing"
-        detail = {
-            "integer_output": f"{op.type} returns {dtypes}",
-            "no_gradient": f"TensorFlow's gradient of {op.type} is None for this input",
-            "zero_gradient": f"TensorFlow's gradient of {op.type} is a constant zero",
-            "stop_gradient": "gradient stopped on purpose",
-            "no_gradient_registered": f"no gradient function is registered for {op.type}",
-            "gradient_error": f"TensorFlow's gradient of {op.type} raised {message.splitlines()[0][:300] if message else 'an error'}",
-        }[reason]
+        message = message.splitlines()[0][:300] if message else "an error"
+        detail = known.detail.format(op=op.type, dtypes=dtypes, message=message)
         file, line, code = frame
-        hint = HINTS[reason] if reason in ("stop_gradient", "gradient_error") else OP_HINTS.get(op.type, HINTS[reason])
+        hint = OP_HINTS.get(op.type, known.hint) if known.op_hint else known.hint
         return cls(op.type, op.name, reason, file, line, code, hint, detail, list(cuts), order)
 
     @classmethod
@@ -186,7 +236,7 @@ class Finding:
         """An input or variable the output does not depend on; ``cause`` says why, if known."""
         file, line, code = frame
         if cause and not detail:
-            detail, hint = DISCONNECTION_CAUSES[cause]
+            detail, hint = CAUSES[cause].detail, CAUSES[cause].hint
         return cls(
             "(none)",
             status.name,
@@ -194,7 +244,7 @@ class Finding:
             file,
             line,
             code,
-            hint or HINTS["disconnected"],
+            hint or REASONS["disconnected"].hint,
             detail or f"the output does not depend on {status.label}",
             [status.owner],
             order=10**8,
@@ -209,7 +259,7 @@ class Finding:
             None,
             None,
             None,
-            HINTS["integer_input"],
+            REASONS["integer_input"].hint,
             f"{status.label} is {dtype}",
             [status.label],
             order=10**8,
@@ -219,21 +269,10 @@ class Finding:
     def where(self):
         if not self.file:
             return "(the example you passed)" if self.reason == "integer_input" else "(inside Keras/TensorFlow)"
-        cell = _notebook_cell(self.file)
+        cell = cell_label(self.file)
         if cell is not None:
-            return f"cell In[{cell}], line {self.line}"
+            return f"cell {cell}, line {self.line}"
         return f"{os.path.basename(self.file)}:{self.line}"
-
-
-def _notebook_cell(filename):
-    """The execution count of the notebook cell compiled to ``filename``, as IPython's tracebacks show it."""
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        return shell.compile._filename_map.get(filename) if shell is not None else None
-    except (ImportError, AttributeError):
-        return None
 
 
 def untraceable_finding(error, tb, cuts=()):
@@ -254,7 +293,7 @@ def untraceable_finding(error, tb, cuts=()):
         file,
         line,
         code,
-        HINTS["untraceable"],
+        REASONS["untraceable"].hint,
         f"{why} ({message})",
         list(cuts),
     )
@@ -308,7 +347,7 @@ class GradientReport:
 
     def _rows(self, findings):
         return [
-            (str(i + 1), f.op_type, REASON_TEXT[f.reason], f.where, f.code or "", ", ".join(f.cuts))
+            (str(i + 1), f.op_type, REASONS[f.reason].label, f.where, f.code or "", ", ".join(f.cuts))
             for i, f in enumerate(findings)
         ]
 
@@ -339,11 +378,13 @@ class GradientReport:
         parts = [f"<div class='workbook-gradient-report'><p><b>Gradient report</b> for {escape(self.description)}: "]
         if self.ok:
             parts.append(
-                "<span style='color:#1a7f37'><b>ok</b> — the gradient reaches every input and trainable variable.</span></p>"
+                "<span style='color:#1a7f37'><b>ok</b> — the gradient reaches every input and trainable variable."
+                "</span></p>"
             )
         else:
             parts.append(
-                f"<span style='color:#b42318'><b>{len(self.findings)} op(s) cut the gradient</b></span>, culprit first.</p>"
+                f"<span style='color:#b42318'><b>{len(self.findings)} op(s) cut the gradient</b></span>, "
+                "culprit first.</p>"
             )
             parts.append(
                 "<table><thead><tr>"
@@ -353,7 +394,7 @@ class GradientReport:
                 )
                 + "</tr></thead><tbody>"
             )
-            for i, (row, finding) in enumerate(zip(self._rows(self.findings), self.findings)):
+            for i, (row, finding) in enumerate(zip(self._rows(self.findings), self.findings, strict=True)):
                 style = " style='background:#fde2e1;font-weight:bold'" if i == 0 else ""
                 cells = [escape(c) for c in row[:4]] + [
                     f"<code>{escape(row[4])}</code>",
@@ -367,9 +408,8 @@ class GradientReport:
                 )
             parts.append("</tbody></table>")
         if self.layers_without_gradient:
-            parts.append(
-                f"<p>Layers whose variables get no gradient: <b>{escape(', '.join(self.layers_without_gradient))}</b></p>"
-            )
+            dead = escape(", ".join(self.layers_without_gradient))
+            parts.append(f"<p>Layers whose variables get no gradient: <b>{dead}</b></p>")
         if self.notes:
             parts.append(
                 "<p>Notes (blocked paths that do not matter):</p><ul>"
@@ -377,7 +417,8 @@ class GradientReport:
                 + "</ul>"
             )
         parts.append(
-            "<details><summary>Per input and variable: static vs measured</summary><table><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>"
+            "<details><summary>Per input and variable: static vs measured</summary>"
+            "<table><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>"
         )
         parts += [f"<tr><td>{escape(s.label)}</td><td>{s.static}</td><td>{s.measured}</td></tr>" for s in self.sources]
         parts.append("</table></details>")

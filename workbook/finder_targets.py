@@ -6,76 +6,117 @@ overridden ``train_step``, ``compute_loss``, the compiled loss, or a loss passed
 """
 
 import inspect
+from dataclasses import dataclass
+
+
+@dataclass
+class Target:
+    """What :func:`workbook.find_gradient_breaks` follows, made ready to trace.
+
+    ``call(*arguments)`` computes the output followed; ``inputs`` are the (name, tensor)
+    pairs whose gradient is reported (none for a model with weights: what matters there
+    is its weights); ``variables`` the trainable variables, with the name of the layer
+    of each in ``layer_of`` (by id); ``description`` says in words what is followed.
+    """
+
+    call: object
+    inputs: list
+    variables: list
+    layer_of: dict
+    description: str
+    arguments: list
 
 
 def prepare(target, example, loss=None):
-    """Return (call, inputs, trainable variables, layer name by variable id, description, arguments)."""
+    """The :class:`Target` to trace for a function, layer or model, and its example."""
     import keras
 
     if isinstance(example, (tuple, list)):
         parts = [_as_tensor(part, f"example[{i}]") for i, part in enumerate(example)]
     else:
         parts = [_as_tensor(example, "example")]
-
     is_model = isinstance(target, keras.Model)
-    custom_step = is_model and type(target).train_step is not keras.Model.train_step
-    custom_loss = is_model and type(target).compute_loss is not keras.Model.compute_loss
-    follows_loss = is_model and (
-        loss is not None or custom_step or custom_loss or getattr(target, "loss", None) is not None
-    )
-    if follows_loss and len(parts) in (2, 3):
-        if loss is not None:
-
-            def call(x, y, *weights):
-                return loss(y, target(x, training=True))
-
-            description = f"the loss you passed, on model {target.name!r} and (x, y)"
-        elif custom_step:
-            call = _train_step_loss(target)
-            description = f"the loss that {type(target).__name__}.train_step differentiates, on (x, y)"
-        else:
-            # compute_loss took a `training` argument in Keras 3.3; an override may not have it.
-            training = {"training": True} if "training" in inspect.signature(target.compute_loss).parameters else {}
-
-            def call(x, y, *weights):
-                y_pred = target(x, training=True)
-                weight = weights[0] if weights else None
-                return target.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weight, **training)
-
-            description = f"the loss of model {target.name!r} on (x, y)"
-        inputs = list(zip(["x", "y", "sample_weight"], parts))
+    if is_model and _follows_loss(target, loss) and len(parts) in (2, 3):
+        call, description = _model_loss(target, loss)
+        inputs = list(zip(["x", "y", "sample_weight"], parts, strict=False))  # sample_weight is optional
     elif isinstance(target, keras.layers.Layer):
-        if len(parts) != 1:
-            raise ValueError(
-                f"example holds {len(parts)} arrays; a layer or a model without a loss takes one input. "
-                "For a model, compile it with loss=..., or pass find_gradient_breaks(model, (x, y), loss=fn)."
-            )
-
-        def call(x):
-            return target(x, training=True)
-
-        inputs, description = list(zip(["inputs"], parts)), f"the output of {type(target).__name__} {target.name!r}"
+        call, description = _layer_output(target, parts)
+        inputs = [("inputs", parts[0])]
     else:
         call = target
         description = f"the output of {getattr(target, '__name__', repr(target))}"
-        inputs = list(zip(_argument_names(target, len(parts)), parts))
+        inputs = list(zip(_argument_names(target, len(parts)), parts, strict=True))
 
     if isinstance(target, keras.layers.Layer) and not target.built:
         target(inputs[0][1])  # build the weights eagerly, outside the traced function
-    variables, layer_of = [], {}
+    variables, layer_of = _trainable_variables(target)
     if is_model and target.trainable_variables:
         # For a whole model what matters is its weights: an input that is cut
         # (a preprocessing step, the targets y) stops nothing from training.
         inputs = [(None, tensor) for _, tensor in inputs]
+    arguments = [tensor for _, tensor in inputs]
+    inputs = [(name, tensor) for name, tensor in inputs if name is not None]
+    return Target(call, inputs, variables, layer_of, description, arguments)
+
+
+def _follows_loss(model, loss):
+    """Whether a model is followed through a loss: one passed in, its own train_step or compute_loss, or compiled."""
+    import keras
+
+    custom_step = type(model).train_step is not keras.Model.train_step
+    custom_loss = type(model).compute_loss is not keras.Model.compute_loss
+    return loss is not None or custom_step or custom_loss or getattr(model, "loss", None) is not None
+
+
+def _model_loss(model, loss):
+    """(call of (x, y[, sample_weight]), description) for the loss that ``fit`` differentiates."""
+    import keras
+
+    if loss is not None:
+
+        def call(x, y, *weights):
+            return loss(y, model(x, training=True))
+
+        return call, f"the loss you passed, on model {model.name!r} and (x, y)"
+    if type(model).train_step is not keras.Model.train_step:
+        return _train_step_loss(model), f"the loss that {type(model).__name__}.train_step differentiates, on (x, y)"
+    # compute_loss took a `training` argument in Keras 3.3; an override may not have it.
+    training = {"training": True} if "training" in inspect.signature(model.compute_loss).parameters else {}
+
+    def call(x, y, *weights):
+        y_pred = model(x, training=True)
+        weight = weights[0] if weights else None
+        return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weight, **training)
+
+    return call, f"the loss of model {model.name!r} on (x, y)"
+
+
+def _layer_output(layer, parts):
+    """(call of one input, description) for a layer, or a model followed without a loss."""
+    if len(parts) != 1:
+        raise ValueError(
+            f"example holds {len(parts)} arrays; a layer or a model without a loss takes one input. "
+            "For a model, compile it with loss=..., or pass find_gradient_breaks(model, (x, y), loss=fn)."
+        )
+
+    def call(x):
+        return layer(x, training=True)
+
+    return call, f"the output of {type(layer).__name__} {layer.name!r}"
+
+
+def _trainable_variables(target):
+    """The target's trainable variables, each once, and the name of the layer of each (by id)."""
+    import keras
+
+    variables, layer_of = [], {}
     if isinstance(target, keras.layers.Layer):
         for layer in getattr(target, "layers", None) or [target]:
             for variable in layer.trainable_variables:
                 if id(variable) not in layer_of:
                     variables.append(variable)
                     layer_of[id(variable)] = layer.name
-    arguments = [tensor for _, tensor in inputs]
-    inputs = [(name, tensor) for name, tensor in inputs if name is not None]
-    return call, inputs, variables, layer_of, description, arguments
+    return variables, layer_of
 
 
 def _train_step_loss(model):

@@ -41,12 +41,15 @@ class Program:
                 outer_inputs = list(op.inputs) if op.type in CALL_OPS | WHILE_OPS else list(op.inputs)[1:]
                 for body in bodies:
                     self._expand(body, depth + 1)
-                    for outer, inner in zip(outer_inputs, body.inputs):
+                    # An op passes each of its inputs to the body: the two lists always match.
+                    for outer, inner in zip(outer_inputs, body.inputs, strict=True):
                         self._link(outer, inner)
-                    for inner, outer in zip(body.outputs, op.outputs):
+                    # A function's body can have more outputs than the call (once TensorFlow has
+                    # rewritten it to also return intermediates for its gradient): the first ones are the call's.
+                    for inner, outer in zip(body.outputs, op.outputs, strict=False):
                         self._link(inner, outer)
-                    if op.type in WHILE_OPS:
-                        for inner_output, inner_input in zip(body.outputs, body.inputs):
+                    if op.type in WHILE_OPS:  # a loop body returns the next value of each of its inputs
+                        for inner_output, inner_input in zip(body.outputs, body.inputs, strict=True):
                             self._link(inner_output, inner_input)
             self.ops.append(op)
 

@@ -9,7 +9,8 @@ its class that set them, and names the line that causes it.
 import inspect
 import re
 
-from workbook.diagnosis_report import DISCONNECTION_CAUSES, HINTS, _is_library
+from workbook.code_origin import is_library
+from workbook.diagnosis_report import CAUSES, REASONS
 
 
 def explain_disconnected(report, layers, changed):
@@ -27,11 +28,11 @@ def explain_disconnected(report, layers, changed):
             findings.append(finding)
             continue
         layer = by_name.get(status.layer)
-        if layer is not None and finding.hint == HINTS["disconnected"]:
+        if layer is not None and finding.hint == REASONS["disconnected"].hint:
             cause = _cause(layer, status, changed)
             if cause is not None:
                 name, (file, line, code) = cause
-                finding.detail, finding.hint = DISCONNECTION_CAUSES[name]
+                finding.detail, finding.hint = CAUSES[name].detail, CAUSES[name].hint
                 finding.file, finding.line, finding.code = file, line, code
         key = (status.layer, finding.file, finding.line, finding.hint)
         if key in merged:
@@ -58,27 +59,44 @@ def _cause(layer, status, changed):
     if weight is None:
         return None
     cls = type(layer)
+    attribute = next((name for name, value in vars(layer).items() if value is weight), None)
+    rebound_earlier = attribute is None  # by an earlier call: the attribute holds a tensor now
+    if rebound_earlier:
+        attribute = weight.name if isinstance(getattr(layer, weight.name, None), tf.Tensor) else None
+    return (
+        _rebound_by_this_call(layer, weight, changed)
+        or (_found("rebound", cls, ("call",), attribute) if rebound_earlier else None)
+        or _built_tensor(layer)
+        or _found("unused", cls, ("build", "__init__"), attribute)
+    )
+
+
+def _rebound_by_this_call(layer, weight, changed):
+    """("rebound", frame) if the traced call rebound the weight's attribute to a tensor, else None."""
     for changed_layer, attribute, before, after in changed:
         if changed_layer is layer and before is weight and not _is_variable(after):
-            frame = _assignment(cls, ("call",), attribute)
-            if frame:
-                return "rebound", frame
-    attribute = next((name for name, value in vars(layer).items() if value is weight), None)
-    if attribute is None:  # already rebound by an earlier call: the attribute holds a tensor now
-        attribute = weight.name if isinstance(getattr(layer, weight.name, None), tf.Tensor) else None
-        frame = attribute and _assignment(cls, ("call",), attribute)
-        if frame:
-            return "rebound", frame
+            found = _found("rebound", type(layer), ("call",), attribute)
+            if found:
+                return found
+    return None
+
+
+def _built_tensor(layer):
+    """("built_tensor", frame) for a tensor stored on the layer by build() or __init__, else None."""
+    import tensorflow as tf
+
     for name, value in vars(layer).items():
         if isinstance(value, tf.Tensor) and not _is_variable(value):
-            frame = _assignment(cls, ("build", "__init__"), name)
-            if frame:
-                return "built_tensor", frame
-    if attribute:
-        frame = _assignment(cls, ("build", "__init__"), attribute)
-        if frame:
-            return "unused", frame
+            found = _found("built_tensor", type(layer), ("build", "__init__"), name)
+            if found:
+                return found
     return None
+
+
+def _found(cause, cls, methods, attribute):
+    """(cause, frame) if one of ``methods`` of ``cls`` assigns ``self.<attribute>``, else None."""
+    frame = _assignment(cls, methods, attribute) if attribute else None
+    return (cause, frame) if frame else None
 
 
 def _is_variable(value):
@@ -98,7 +116,7 @@ def _assignment(cls, methods, attribute):
             file = inspect.getsourcefile(function)
         except (TypeError, OSError):
             continue
-        if _is_library(file):
+        if is_library(file):
             continue
         for offset, text in enumerate(lines):
             if pattern.search(text):
