@@ -19,7 +19,16 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "workbook"
 
 # Layer of every module, bottom first. A new module must be placed here (the first test says so).
 LAYERS = {
-    "foundation": {"arguments", "gradients", "quiet", "environment", "compatibility", "data"},
+    "foundation": {
+        "arguments",
+        "gradients",
+        "quiet",
+        "environment",
+        "compatibility",
+        "data",
+        "code_origin",
+        "notebook_cells",
+    },
     "maths": {
         "surrogates",
         "surrogate_formulas",
@@ -28,6 +37,7 @@ LAYERS = {
         "estimators",
         "bias_variance",
         "graph_program",
+        "gradient_probe",
         "graph_walk",
         "finder_targets",
         "layer_causes",
@@ -47,6 +57,9 @@ DISPLAY_ALLOWED = {
     # setup() builds Matplotlib's font cache with its log silenced, so that a notebook's
     # first plot prints nothing on stderr; it draws nothing.
     ("environment", "matplotlib"),
+    # The finder names the notebook cell a line came from through the running kernel's
+    # compiler (IPython.get_ipython().compile.format_code_name); it draws nothing.
+    ("notebook_cells", "IPython"),
 }
 
 
