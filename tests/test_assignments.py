@@ -5,6 +5,7 @@ in a temporary course directory with a temporary home, so neither the repository
 user's Jupyter, IPython or Keras folders are written to.
 """
 
+import ast
 import importlib.util
 import re
 import shutil
@@ -378,3 +379,64 @@ def test_check_reconstruction_rejects_another_four_level_map(digits, capsys):
     x, y = float(match.group(1)), float(match.group(2))
     assert abs(np.round(3 / (1 + np.exp(-x))) / 3 - y) < 1e-3  # what the sigmoid map gives there...
     assert abs(np.round(3 * np.clip(x, 0, 1)) / 3 - y) > 0.3  # ...is a level away from the graded one
+
+
+# --- What the cells need is imported where it is needed ----------------------------------
+
+MODULE_ALIASES = {"np", "tf", "keras", "ops", "plt", "workbook", "math"}
+
+
+def _code_of(cell):
+    """A code cell's source as Python, IPython magics and shell lines left out."""
+    return "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+
+
+def _imported(tree):
+    return {
+        (alias.asname or alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+
+
+def _modules_used(tree):
+    return {
+        node.value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in MODULE_ALIASES
+    }
+
+
+def test_every_check_of_the_graded_assignment_imports_the_modules_it_uses():
+    # A student may rebind `keras` or `np` in an answer cell; a graded check of 05 (the
+    # assignment that counts, and guards against tampering) that relied on the notebook's
+    # earlier import would then check against the student's object.
+    path = NOTEBOOKS / "05_assignment_quantized_autoencoder.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    missing = {}
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("locked") and meta.get("grade"):
+            tree = ast.parse(_code_of(cell))
+            if _modules_used(tree) - _imported(tree):
+                missing[meta["grade_id"]] = sorted(_modules_used(tree) - _imported(tree))
+    assert not missing, f"{path.name}: graded cells use modules they do not import: {missing}"
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name)
+def test_a_module_the_text_tells_students_to_use_after_the_setup_is_imported_by_then(path):
+    # e.g. 05's part (a) suggests `tf.custom_gradient`: the Setup cell must have imported tf.
+    # (The title cells before the Setup cell describe the lesson; nothing runs there.)
+    notebook = nbformat.read(path, as_version=4)
+    imported, missing, after_setup = set(), [], False
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code":
+            imported |= _imported(ast.parse(_code_of(cell)))
+            after_setup = after_setup or "workbook.setup(" in cell.source
+        elif after_setup:
+            for code in re.findall(r"`([^`]+)`", cell.source):
+                aliases = set(re.findall(r"\b(\w+)\.\w", code)) & MODULE_ALIASES
+                missing += [f"cell {index}: `{code}`" for _ in sorted(aliases - imported)]
+    assert after_setup, f"{path.name} has no Setup cell"
+    assert not missing, f"{path.name}: the text names modules not imported by then: {missing}"

@@ -79,6 +79,8 @@ def test_unknown_names_and_options_are_refused():
         workbook.autoencoder(lr=0.1)
     with pytest.raises(ValueError, match=r"learning_rate=-1"):
         workbook.autoencoder(learning_rate=-1)
+    with pytest.raises(ValueError, match=r"learning_rate=inf"):
+        workbook.autoencoder(learning_rate=float("inf"))
     with pytest.raises(ValueError, match=r"seed=-2"):
         workbook.autoencoder(seed=-2)
 

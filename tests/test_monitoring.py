@@ -250,7 +250,7 @@ class FakeHandle:
         self.bundles.append(bundle)
 
 
-@pytest.mark.parametrize("refresh_seconds, redraws", [(0.0, 1 + 4 + 1), (1000.0, 2)])
+@pytest.mark.parametrize("refresh_seconds, redraws", [(0.0, 1 + 4 + 1), (1000.0, 2), (float("inf"), 2)])
 def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(x_train, notebook, refresh_seconds, redraws):
     model = workbook.autoencoder(int_cast)
     monitor = workbook.GradientNormMonitor(every=1, live=True, refresh_seconds=refresh_seconds)

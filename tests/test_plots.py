@@ -134,7 +134,7 @@ def test_explorer_builds_and_redraws_when_a_slider_moves():
     assert set(explorer.sliders) == {"depth"} and explorer.slider_box.children[0] is explorer.sliders["depth"]
 
 
-def test_explorer_sliders_cover_a_useful_part_of_the_allowed_values():
+def test_explorer_sliders_of_step_atan_and_floor_smooth_have_their_documented_ranges():
     explorer = explore_surrogates(n_points=51, start="step_atan")
     alpha = explorer.sliders["alpha"]
     assert (alpha.min, alpha.max, alpha.step, alpha.value) == (0.5, 10.0, 0.5, 2.0)
@@ -144,6 +144,20 @@ def test_explorer_sliders_cover_a_useful_part_of_the_allowed_values():
     # an entry whose value lies outside its usual range still shows it, on a wider slider
     wide = explore_surrogates(custom={"wide": SURROGATES["step_atan"].with_params(alpha=40)}, n_points=51)
     assert (wide.sliders["alpha"].max, wide.sliders["alpha"].value) == (40.0, 40.0)
+
+
+@pytest.mark.parametrize("key", sorted(SURROGATES))
+def test_every_slider_stays_within_the_allowed_values_and_starts_at_the_default(key):
+    # Whatever a student drags to must be a value the surrogate accepts (Param.check).
+    explorer = explore_surrogates(n_points=51, start=key)
+    entry = SURROGATES[key]
+    for name, spec in entry.param_specs.items():
+        slider = explorer.sliders[name]
+        assert slider.value == spec.default, (key, name)
+        assert slider.min > spec.low or (spec.low_inclusive and slider.min == spec.low), (key, name, slider.min)
+        assert slider.max <= spec.high, (key, name, slider.max)
+        for value in (slider.min, slider.max):
+            entry.with_params(**{name: value})  # raises if the slider's end is refused
 
 
 def test_explorer_takes_your_own_pair_and_reports_its_errors():

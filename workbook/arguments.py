@@ -16,7 +16,7 @@ def is_whole_number(value, low=None, high=None):
     """True if ``value`` is an int (not a bool) with ``low <= value <= high`` (None: no bound)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return False
-    return (low is None or value >= low) and (high is None or value <= high)
+    return bool((low is None or value >= low) and (high is None or value <= high))
 
 
 def is_number(value, low=None, high=None, include_low=True, include_high=True):
@@ -24,11 +24,14 @@ def is_number(value, low=None, high=None, include_low=True, include_high=True):
 
     ``include_low``/``include_high`` say whether the bounds themselves are allowed.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    # Every int is finite (and math.isfinite cannot convert one beyond a float's range).
+    if not isinstance(value, numbers.Integral) and not math.isfinite(value):
         return False
     above = low is None or (value >= low if include_low else value > low)
     below = high is None or (value <= high if include_high else value < high)
-    return above and below
+    return bool(above and below)
 
 
 def check_range(argument, value):

@@ -15,7 +15,7 @@ from .arguments import is_whole_number
 
 @dataclass
 class BottleneckRun:
-    """One trained variant of :func:`compare_bottlenecks`.
+    """One trained variant of :func:`workbook.compare_bottlenecks`.
 
     Attributes
     ----------

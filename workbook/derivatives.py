@@ -35,7 +35,7 @@ def resolve(fn_or_name):
     )
 
 
-def _check_range(x_range, n_points):
+def _check_grid(x_range, n_points):
     check_range("x_range", x_range)
     if not is_whole_number(n_points, 3, 100_000):
         raise ValueError(f"n_points={n_points!r} must be a whole number from 3 to 100000.")
@@ -48,7 +48,7 @@ def measure(fn_or_name, x_range=(-2, 2), n_points=401, dtype="float32"):
     gradient through ``fn``), ``backprop_is_none``, ``true`` and ``true_is_none`` (autodiff
     of the forward alone; None if unknown), ``finite_difference`` and ``h``.
     """
-    _check_range(x_range, n_points)
+    _check_grid(x_range, n_points)
     fn, known = resolve(fn_or_name)
     x = tf.constant(np.linspace(x_range[0], x_range[1], n_points), dtype=dtype)
     y, backprop = value_and_gradient(fn, x)

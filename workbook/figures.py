@@ -70,7 +70,7 @@ def decade_range(norms):
 
 
 def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, reserve_rows=0):
-    """Plot a :class:`~workbook.recording.GradientNormHistory` on `ax`, log scale.
+    """Plot a :class:`~workbook.recording.GradientNormRecords` on `ax`, log scale.
 
     Introduced in 04_autoencoder_lab.ipynb. A log axis cannot show 0, so nothing that is 0
     or None is drawn at a number: below the lowest decade, past a dashed break, each layer

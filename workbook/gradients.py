@@ -1,10 +1,13 @@
 """The one way the workbook asks TensorFlow for a gradient: watch ``x``, call ``fn``, ask the tape.
 
 Introduced in 01_forward_and_backward.ipynb, which writes the same three lines by hand.
-Every module that measures a derivative (the self-checks, the plots, the surrogate
-catalogue, the estimators) calls :func:`value_and_gradient`, so they all mean the same
-thing by "the gradient": ``d sum(fn(x)) / dx``, and ``None`` where TensorFlow has none.
-"""
+Every module that measures one input's derivative (the self-checks, the derivative
+plots' measurements, the surrogate catalogue, the estimators) calls
+:func:`value_and_gradient`, so they all mean the same thing by "the gradient":
+``d sum(fn(x)) / dx``, and ``None`` where TensorFlow has none. Tapes that ask something
+else keep their own: a training step (gradients for the weights), the finder (many
+sources at once, without watching what the code touches) and the Gumbel-softmax check
+(a weighted projection of the sample, not its sum)."""
 
 import tensorflow as tf
 

@@ -8,21 +8,21 @@ the live figure, its caption and :meth:`GradientNormHistory.plot`.
 
 import base64
 import html
+import math
 import time
 
 import numpy as np
 
 from .arguments import is_number
 from .figures import draw_gradient_norms, figure_png, in_notebook, new_figure
-from .recording import GradientNormHistory as _RecordedHistory
-from .recording import GradientNormRecorder
+from .recording import GradientNormRecorder, GradientNormRecords
 
 
-class GradientNormHistory(_RecordedHistory):
+class GradientNormHistory(GradientNormRecords):
     """What a :class:`GradientNormMonitor` recorded, and a figure of it.
 
     Introduced in 04_autoencoder_lab.ipynb. The attributes are those of
-    :class:`workbook.recording.GradientNormHistory`.
+    :class:`workbook.recording.GradientNormRecords`.
     """
 
     def plot(self, ax=None, title=None):
@@ -65,7 +65,8 @@ class GradientNormMonitor(GradientNormRecorder):
 
     def __init__(self, every=10, live=True, refresh_seconds=0.5):
         super().__init__(every=every)
-        if not is_number(refresh_seconds, low=0):
+        # Infinity is allowed: the figure is then drawn once, when training ends.
+        if not (is_number(refresh_seconds, low=0) or refresh_seconds == math.inf):
             raise ValueError(f"refresh_seconds={refresh_seconds!r} must be a number of seconds >= 0, e.g. 0.5.")
         if not isinstance(live, (bool, np.bool_)):
             raise ValueError(f"live={live!r} must be True (draw while training) or False (record only).")

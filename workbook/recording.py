@@ -58,7 +58,7 @@ from .arguments import is_whole_number
 _MARK = "_workbook_gradient_monitor"
 
 
-class GradientNormHistory:
+class GradientNormRecords:
     """What a :class:`GradientNormRecorder` recorded.
 
     Introduced in 04_autoencoder_lab.ipynb.
@@ -140,11 +140,11 @@ class GradientNormRecorder(keras.callbacks.Callback):
 
     Attributes
     ----------
-    history : GradientNormHistory
+    history : GradientNormRecords
     """
 
     #: What ``history`` is made of; a subclass may give one that can also draw itself.
-    history_type = GradientNormHistory
+    history_type = GradientNormRecords
 
     def __init__(self, every=10):
         if not is_whole_number(every, low=1):

@@ -1,0 +1,105 @@
+"""What the shared argument predicates accept, and what the one gradient helper returns,
+each against a table written out by hand."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from workbook.arguments import check_range, is_number, is_whole_number
+from workbook.gradients import value_and_gradient
+
+
+@pytest.mark.parametrize(
+    "value, low, high, expected",
+    [
+        (0, None, None, True),
+        (-3, None, None, True),
+        (np.int64(7), 0, 10, True),
+        (10**400, 0, None, True),
+        (True, None, None, False),  # a bool is never taken for 1
+        (np.True_, None, None, False),
+        (1.0, None, None, False),  # a float, even a whole one, is not a whole number
+        (np.float32(2), None, None, False),
+        ("3", None, None, False),
+        (None, None, None, False),
+        (2, 2, 5, True),  # both bounds are allowed
+        (5, 2, 5, True),
+        (1, 2, 5, False),
+        (6, 2, 5, False),
+    ],
+)
+def test_is_whole_number_takes_ints_within_inclusive_bounds_and_nothing_else(value, low, high, expected):
+    assert is_whole_number(value, low, high) is expected
+
+
+@pytest.mark.parametrize(
+    "value, kwargs, expected",
+    [
+        (0.5, {}, True),
+        (3, {}, True),
+        (np.float32(0.25), {}, True),
+        (np.int64(4), {}, True),
+        (Fraction(1, 3), {}, True),
+        (10**400, {"low": 0}, True),  # a huge int is finite: no OverflowError
+        (True, {}, False),
+        (np.True_, {}, False),
+        (math.nan, {}, False),
+        (math.inf, {}, False),
+        (-math.inf, {}, False),
+        ("0.5", {}, False),
+        (0, {"low": 0}, True),
+        (0, {"low": 0, "include_low": False}, False),
+        (1, {"high": 1}, True),
+        (1, {"high": 1, "include_high": False}, False),
+        (0.999, {"low": 0, "high": 1, "include_high": False}, True),
+        (-0.001, {"low": 0}, False),
+    ],
+)
+def test_is_number_takes_finite_reals_within_the_bounds_asked_for(value, kwargs, expected):
+    assert is_number(value, **kwargs) is expected
+
+
+@pytest.mark.parametrize("value", [(-1, 1), [0.0, 2.5], (np.float32(-2), 3)])
+def test_check_range_accepts_two_increasing_finite_numbers(value):
+    check_range("x_range", value)
+
+
+@pytest.mark.parametrize(
+    "value", [(1, -1), (0, 0), (0, math.inf), (math.nan, 1), (True, 2), (0, 1, 2), "01", None, {0: 1}]
+)
+def test_check_range_refuses_anything_else_naming_the_argument_and_the_value(value):
+    with pytest.raises(ValueError) as error:
+        check_range("x_range", value)
+    assert str(error.value) == f"x_range={value!r} must be two finite numbers (low, high) with low < high."
+
+
+def test_value_and_gradient_of_a_square_is_the_value_and_twice_x():
+    x = tf.constant([-1.5, 0.0, 2.0])
+    value, gradient = value_and_gradient(lambda t: t * t, x)
+    np.testing.assert_allclose(value.numpy(), [2.25, 0.0, 4.0])
+    np.testing.assert_allclose(gradient.numpy(), [-3.0, 0.0, 4.0])
+
+
+def test_value_and_gradient_differentiates_the_sum_of_a_reduced_value():
+    x = tf.constant([1.0, 2.0, 3.0])
+    value, gradient = value_and_gradient(lambda t: tf.reduce_sum(t**3), x)
+    assert float(value) == pytest.approx(36.0)
+    np.testing.assert_allclose(gradient.numpy(), [3.0, 12.0, 27.0])
+
+
+@pytest.mark.parametrize(
+    "fn", [tf.round, tf.math.floor, lambda t: tf.cast(t, tf.int32)], ids=["round", "floor", "cast"]
+)
+def test_value_and_gradient_is_none_where_tensorflow_has_no_gradient(fn):
+    _, gradient = value_and_gradient(fn, tf.constant([0.4, 1.6]))
+    assert gradient is None
+
+
+def test_value_and_gradient_of_a_numpy_result_is_none_not_an_error():
+    # A student's function that leaves TensorFlow has no gradient; the self-checks say so.
+    value, gradient = value_and_gradient(lambda t: np.asarray(t) * 2, tf.constant([1.0, 2.0]))
+    np.testing.assert_allclose(value, [2.0, 4.0])
+    assert gradient is None
