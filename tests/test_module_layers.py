@@ -10,6 +10,7 @@ from the source, including those inside functions, so a lazy import cannot hide 
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -175,3 +176,11 @@ def test_importing_every_module_below_the_figures_loads_nothing_above_them(tmp_p
     loaded = set(ast.literal_eval(result.stdout.strip().splitlines()[-1]))
     assert loaded >= set(below)
     assert loaded - set(below) == set()
+
+
+def test_the_readme_table_of_layers_lists_the_same_modules_in_the_same_order():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    section = readme.split("## Working on the workbook", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and ".py`" in line]
+    in_readme = [set(re.findall(r"`(\w+)\.py`", row)) for row in rows]
+    assert in_readme == [LAYERS[layer] for layer in ORDER]
