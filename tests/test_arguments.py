@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from workbook.arguments import check_range, is_number, is_whole_number
+from workbook.arguments import check_range, check_seed, is_number, is_whole_number
 from workbook.gradients import value_and_gradient
 
 
@@ -56,6 +56,9 @@ def test_is_whole_number_takes_ints_within_inclusive_bounds_and_nothing_else(val
         (1, {"high": 1, "include_high": False}, False),
         (0.999, {"low": 0, "high": 1, "include_high": False}, True),
         (-0.001, {"low": 0}, False),
+        (math.inf, {"low": 0, "finite": False}, True),  # "never", where infinity means that
+        (-math.inf, {"low": 0, "finite": False}, False),
+        (math.nan, {"finite": False}, False),
     ],
 )
 def test_is_number_takes_finite_reals_within_the_bounds_asked_for(value, kwargs, expected):
@@ -74,6 +77,18 @@ def test_check_range_refuses_anything_else_naming_the_argument_and_the_value(val
     with pytest.raises(ValueError) as error:
         check_range("x_range", value)
     assert str(error.value) == f"x_range={value!r} must be two finite numbers (low, high) with low < high."
+
+
+@pytest.mark.parametrize("seed", [0, 7, np.int64(3)])
+def test_check_seed_accepts_whole_numbers_from_zero(seed):
+    check_seed(seed)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.0, True, None, "0"])
+def test_check_seed_refuses_anything_else_with_an_example(seed):
+    with pytest.raises(ValueError) as error:
+        check_seed(seed)
+    assert str(error.value) == f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0."
 
 
 def test_value_and_gradient_of_a_square_is_the_value_and_twice_x():

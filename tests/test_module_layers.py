@@ -9,6 +9,7 @@ from the source, including those inside functions, so a lazy import cannot hide 
 """
 
 import ast
+import functools
 import pathlib
 import re
 import subprocess
@@ -52,7 +53,8 @@ LAYERS = {
 }
 ORDER = list(LAYERS)
 LAYER_OF = {module: ORDER.index(layer) for layer, modules in LAYERS.items() for module in modules}
-DISPLAY_LIBRARIES = {"matplotlib", "ipywidgets", "IPython"}
+# Drawing, widgets, the notebook frontend, and rendering HTML or images for it.
+DISPLAY_LIBRARIES = {"matplotlib", "ipywidgets", "IPython", "html", "base64"}
 # The few display imports below the figures, each with its reason.
 DISPLAY_ALLOWED = {
     # setup() builds Matplotlib's font cache with its log silenced, so that a notebook's
@@ -61,6 +63,8 @@ DISPLAY_ALLOWED = {
     # The finder names the notebook cell a line came from through the running kernel's
     # compiler (IPython.get_ipython().compile.format_code_name); it draws nothing.
     ("notebook_cells", "IPython"),
+    # The finder's report escapes its own text for GradientReport._repr_html_ (a table, no drawing).
+    ("diagnosis_report", "html"),
 }
 
 
@@ -68,6 +72,7 @@ def module_names():
     return sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__")
 
 
+@functools.cache
 def public_name_modules():
     """``workbook.NAME`` -> the module that defines it, read from ``workbook/__init__.py``."""
     tree = ast.parse((PACKAGE / "__init__.py").read_text())
@@ -140,6 +145,8 @@ def test_module_imports_only_its_own_layer_or_below_and_no_display_below_the_fig
         ("recording", "from . import monitoring\n", "a layer above it"),
         ("graph_walk", "def f():\n    import matplotlib.pyplot as plt\n", "display library matplotlib"),
         ("bottleneck_runs", "from IPython.display import display\n", "display library IPython"),
+        ("recording", "def f():\n    import base64\n", "display library base64"),
+        ("surrogate_formulas", "import html\n", "display library html"),
     ],
 )
 def test_the_check_finds_an_upward_or_display_import_however_it_is_written(name, source, expected):

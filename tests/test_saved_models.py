@@ -5,6 +5,7 @@ A renamed class, a registered name that moved, or a surrogate whose parameters o
 changed makes these fail: a student's saved model from a course must keep working.
 """
 
+import functools
 import pathlib
 
 import numpy as np
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Skipping variable loading for op
 EXPECTED = dict(np.load(SAVED / "expected.npz"))
 
 
+@functools.cache  # each file is read once; the tests only read the models
 def load(name):
     return keras.saving.load_model(SAVED / f"{name}.keras", safe_mode=True)
 

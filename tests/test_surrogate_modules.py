@@ -1,60 +1,15 @@
-"""The surrogate maths and the layer need no display code: dependencies point from display to maths only.
+"""The surrogate maths and the layer work where no display library can even be imported.
 
-The maths is surrogates.py and every workbook module it imports; the layer is layers.py.
-Neither may import a plotting or widget library, nor the plots, the explorer or the figures.
+Which modules may import what is read from the source in tests/test_module_layers.py; this
+observes it: the catalogue, a layer, a gradient and the formulas, with display refused.
 """
 
-import ast
 import pathlib
 import subprocess
 import sys
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "workbook"
-DISPLAY_LIBRARIES = {"matplotlib", "ipywidgets", "IPython", "html"}
 DISPLAY_MODULES = {"workbook.plots", "workbook.explorer", "workbook.figures", "workbook.estimator_plots"}
-
-
-def imported_modules(module):
-    """Every module ``workbook.<module>`` imports, at the top or inside a function, as absolute names."""
-    imported = set()
-    for node in ast.walk(ast.parse((PACKAGE / f"{module}.py").read_text())):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = f"workbook.{node.module or ''}".rstrip(".") if node.level else node.module
-            imported.add(base)
-            imported.update(f"{base}.{alias.name}" for alias in node.names if node.level and not node.module)
-    return imported
-
-
-def reachable_from(module):
-    """``workbook.<module>`` and every workbook module it imports, directly or not."""
-    seen, todo = set(), [f"workbook.{module}"]
-    while todo:
-        name = todo.pop()
-        if name in seen or not (PACKAGE / f"{name.removeprefix('workbook.')}.py").exists():
-            continue
-        seen.add(name)
-        todo.extend(m for m in imported_modules(name.removeprefix("workbook.")) if m.startswith("workbook."))
-    return seen
-
-
-def is_display(name):
-    return name.split(".")[0] in DISPLAY_LIBRARIES or name in DISPLAY_MODULES
-
-
-def test_the_reachability_walk_finds_display_code_where_there_is_some():
-    """The walk below would pass on anything if it could not see an import: it sees the explorer's."""
-    assert {"workbook.plots", "workbook.surrogates", "workbook.figures"} <= reachable_from("explorer")
-    assert any(is_display(name) for name in imported_modules("explorer"))
-
-
-def test_the_maths_and_the_layer_import_no_display_code_even_inside_functions():
-    maths = reachable_from("surrogates")
-    assert {"workbook.surrogates", "workbook.surrogate_formulas", "workbook.surrogate_operation"} <= maths
-    for module in sorted(maths | reachable_from("layers")):
-        display = sorted(name for name in imported_modules(module.removeprefix("workbook.")) if is_display(name))
-        assert not display, f"{module} imports display code: {display}"
 
 
 # Keras imports matplotlib and IPython by itself when they are installed, so the probe makes them

@@ -9,7 +9,7 @@ for 1, ``nan`` never passes a bound, and NumPy scalars count like Python ones.
 import math
 import numbers
 
-__all__ = ["check_range", "is_number", "is_whole_number"]
+__all__ = ["check_range", "check_seed", "is_number", "is_whole_number"]
 
 
 def is_whole_number(value, low=None, high=None):
@@ -19,15 +19,16 @@ def is_whole_number(value, low=None, high=None):
     return bool((low is None or value >= low) and (high is None or value <= high))
 
 
-def is_number(value, low=None, high=None, include_low=True, include_high=True):
-    """True if ``value`` is a finite real number (not a bool) between ``low`` and ``high``.
+def is_number(value, low=None, high=None, include_low=True, include_high=True, finite=True):
+    """True if ``value`` is a real number (not a bool, not NaN) between ``low`` and ``high``.
 
-    ``include_low``/``include_high`` say whether the bounds themselves are allowed.
+    ``include_low``/``include_high`` say whether the bounds themselves are allowed;
+    ``finite=False`` also allows infinity where it means something ("never").
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return False
     # Every int is finite (and math.isfinite cannot convert one beyond a float's range).
-    if not isinstance(value, numbers.Integral) and not math.isfinite(value):
+    if not isinstance(value, numbers.Integral) and (math.isnan(value) or (finite and math.isinf(value))):
         return False
     above = low is None or (value >= low if include_low else value > low)
     below = high is None or (value <= high if include_high else value < high)
@@ -39,3 +40,9 @@ def check_range(argument, value):
     ok = isinstance(value, (tuple, list)) and len(value) == 2 and all(is_number(v) for v in value)
     if not ok or not value[0] < value[1]:
         raise ValueError(f"{argument}={value!r} must be two finite numbers (low, high) with low < high.")
+
+
+def check_seed(seed):
+    """Refuse a ``seed`` that is not a whole number of at least 0, as every seeded function does."""
+    if not is_whole_number(seed, low=0):
+        raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")

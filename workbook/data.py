@@ -15,7 +15,7 @@ from importlib import resources
 
 import numpy as np
 
-from .arguments import is_whole_number
+from .arguments import check_seed, is_whole_number
 
 #: Where Keras downloads MNIST from (``keras.datasets.mnist.load_data``).
 KERAS_MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
@@ -56,8 +56,7 @@ def load_mnist(n_train=None, n_test=None, source="auto", seed=0):
         raise ValueError(f"source={source!r} is not known; use one of {', '.join(map(repr, SOURCES))}.")
     _check_count("n_train", n_train)
     _check_count("n_test", n_test)
-    if not is_whole_number(seed, low=0):
-        raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
+    check_seed(seed)
 
     if source == "bundled":
         (x_train, y_train), (x_test, y_test) = _load_bundled()

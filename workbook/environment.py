@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 
-from .arguments import is_whole_number
+from .arguments import check_seed
 
 
 def setup(seed=0, quiet=True):
@@ -34,8 +34,7 @@ def setup(seed=0, quiet=True):
     dict
         The versions in use, as :func:`environment_report` gives them.
     """
-    if not is_whole_number(seed, low=0):
-        raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
+    check_seed(seed)
     if quiet:
         _quiet_tensorflow()
     import keras

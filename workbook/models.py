@@ -3,7 +3,7 @@
 Introduced in 04_autoencoder_lab.ipynb.
 """
 
-from .arguments import is_number, is_whole_number
+from .arguments import check_seed, is_number
 
 #: The options :func:`autoencoder` understands, with their defaults.
 DEFAULT_OPTIONS = {"learning_rate": 1e-3, "seed": 0}
@@ -58,8 +58,7 @@ def autoencoder(bottleneck=None, **options):
     learning_rate, seed = settings["learning_rate"], settings["seed"]
     if not is_number(learning_rate, low=0, include_low=False):
         raise ValueError(f"learning_rate={learning_rate!r} must be a positive number, e.g. learning_rate=1e-3.")
-    if not is_whole_number(seed, low=0):
-        raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
+    check_seed(seed)
 
     import keras
 

@@ -8,7 +8,6 @@ the live figure, its caption and :meth:`GradientNormHistory.plot`.
 
 import base64
 import html
-import math
 import time
 
 import numpy as np
@@ -66,7 +65,7 @@ class GradientNormMonitor(GradientNormRecorder):
     def __init__(self, every=10, live=True, refresh_seconds=0.5):
         super().__init__(every=every)
         # Infinity is allowed: the figure is then drawn once, when training ends.
-        if not (is_number(refresh_seconds, low=0) or refresh_seconds == math.inf):
+        if not is_number(refresh_seconds, low=0, finite=False):
             raise ValueError(f"refresh_seconds={refresh_seconds!r} must be a number of seconds >= 0, e.g. 0.5.")
         if not isinstance(live, (bool, np.bool_)):
             raise ValueError(f"live={live!r} must be True (draw while training) or False (record only).")
