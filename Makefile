@@ -2,6 +2,7 @@
 #   make lab    install (first time only) and open the workbook in JupyterLab
 #   make test   install (first time only) and run every test and notebook, at the newest
 #               end of the supported range (.venv) and at its oldest (.venv-oldest)
+#   make test-fast   the quick loop while working: the unit tests only, at the newest end
 # Packages are installed into .venv in this folder, again only when a
 # requirements file is newer than the last install.
 
@@ -9,13 +10,20 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8888
+# Test processes side by side (pytest-xdist): every test is independent of the others, and
+# `auto` is one per core. WORKERS=1 runs them one after another.
+WORKERS ?= auto
+export WORKERS
+# What make test-fast leaves out: notebook runs, nbgrader's round trip, the browser.
+FAST   := not notebook and not hub and not browser
 
-.PHONY: lab test test-oldest lint format bench assignments clean-venv help
+.PHONY: lab test test-fast test-oldest lint format bench assignments clean-venv help
 
 help:
 	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
 	@echo "make test    run the unit tests, execute every notebook, and drive JupyterLab in a headless browser;"
 	@echo "             then make test-oldest"
+	@echo "make test-fast  the unit tests only (no notebooks, nbgrader round trip, browser or oldest end)"
 	@echo "make test-oldest  the unit tests and every notebook again at the oldest supported versions"
 	@echo "             (constraints-oldest.txt, Python 3.10), and the Colab install, in .venv-oldest"
 	@echo "make lint    ruff: lint, import order, complexity and formatting (settings in pyproject.toml); CI runs it"
@@ -47,8 +55,12 @@ lab: $(VENV)/.installed
 # that test on purpose; WORKBOOK_CHROMIUM=/path/to/chromium picks the browser.
 test: $(VENV)/.installed-dev
 	$(BIN)/python tests/browser_session.py --check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 	$(MAKE) --no-print-directory test-oldest
+
+# The loop to run while working; make test stays the full gate CI runs.
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -m "$(FAST)"
 
 # The oldest end of the supported range, in its own venv (built once, like .venv); skipped
 # with a message, never silently, where the package index cannot be reached to build it.

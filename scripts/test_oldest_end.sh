@@ -11,6 +11,7 @@
 #
 #   OLDEST_PYTHON=/path/to/python3.10   the Python to build it with (default: pyenv's 3.10, or python3.10)
 #   WORKBOOK_SKIP_OLDEST=1              skip it on purpose (and say so)
+#   WORKERS=N                           test processes side by side (default: one per core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,7 +61,7 @@ if ! up_to_date; then
   log=$VENV/install.log
   if ! { "$VENV/bin/python" -m pip install --upgrade pip \
          && "$VENV/bin/python" -m pip install -c constraints-oldest.txt -e . \
-              "pytest~=9.0" "pytest-timeout~=2.4" "nbclient~=0.10" "nbformat~=5.10" ipykernel packaging; } >"$log" 2>&1; then
+              "pytest~=9.0" "pytest-timeout~=2.4" "pytest-xdist~=3.8" "nbclient~=0.10" "nbformat~=5.10" ipykernel packaging; } >"$log" 2>&1; then
     tail -n 30 "$log"
     say "FAILED to install the oldest end (the whole log is in $log)"
     exit 1
@@ -80,6 +81,6 @@ print("   ", ", ".join(f"{n} {m.version(n)}" for n in ("tensorflow-cpu", "keras"
 # 2. Everything else at the oldest end, with the workbook installed as `make lab` does.
 "$VENV/bin/python" -m pip install --quiet --no-deps -e . >"$VENV/reinstall.log" 2>&1 \
   || { cat "$VENV/reinstall.log"; exit 1; }
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider \
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${WORKERS:-auto}" --dist loadgroup \
   --ignore=tests/test_browser.py --ignore=tests/test_assignments.py --ignore=tests/test_colab_install.py
 say "done in $((SECONDS - started)) s"

@@ -188,6 +188,7 @@ def new_course(tmp_path):
     return course
 
 
+@pytest.mark.hub
 @pytest.mark.timeout(300)
 def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
     course = new_course(tmp_path)

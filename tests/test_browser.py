@@ -36,7 +36,8 @@ from notebook_runner import NOTEBOOKS, error_outputs, reduced_notebook
 # The three tests together are limited to 10 minutes (180 + 180 + 240 s); on two
 # cores they take about 2. The timeouts raise inside the test (method="signal"),
 # so the session's teardown still stops JupyterLab, its kernels and the browser.
-pytestmark = pytest.mark.browser
+# One JupyterLab serves every test here: they stay in one worker process.
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 START, ZOO, LAB = "00_start_here.ipynb", "02_surrogate_zoo.ipynb", "04_autoencoder_lab.ipynb"

@@ -239,6 +239,8 @@ def hub(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
 @pytest.mark.parametrize("student", STUDENTS)
 def test_each_submission_gets_the_points_of_its_honest_work(hub, student):
     expected = STUDENTS[student][1]
@@ -248,6 +250,8 @@ def test_each_submission_gets_the_points_of_its_honest_work(hub, student):
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
 def test_a_file_that_is_not_a_notebook_is_named_and_the_rest_are_graded(hub):
     log = hub["autograde"].stdout + hub["autograde"].stderr
     assert hub["autograde"].returncode != 0  # nbgrader reports the failure...
@@ -271,6 +275,8 @@ def autograded_errors(hub, student):
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
 def test_the_endless_loop_costs_one_cell_limit_and_the_rest_is_graded(hub):
     errors = autograded_errors(hub, "endless_loop")
     assert "CellTimeoutError" in errors["b_culprit_answer"]
@@ -279,6 +285,8 @@ def test_the_endless_loop_costs_one_cell_limit_and_the_rest_is_graded(hub):
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
 def test_tampering_is_named_where_the_student_and_the_instructor_see_it(hub):
     errors = autograded_errors(hub, "patched_checks")
     assert all("NotGradedAutomatically" in errors[grade_id] for grade_id in POINTS), errors
@@ -290,6 +298,8 @@ def test_tampering_is_named_where_the_student_and_the_instructor_see_it(hub):
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
 def test_a_dead_kernel_is_marked_on_its_cell_and_grading_goes_on(hub):
     errors = autograded_errors(hub, "kills_kernel")
     assert errors["b_culprit_answer"] == ["DeadKernelError"]
