@@ -10,7 +10,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8888
 
-.PHONY: lab test test-oldest lint format bench assignments clean-venv help
+.PHONY: lab test test-oldest lint format bench book assignments clean-venv help
 
 help:
 	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
@@ -22,6 +22,7 @@ help:
 	@echo "make format  let ruff fix what it can and format the code and notebooks"
 	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
 	@echo "make assignments  write the student versions (nbgrader) into course/release/"
+	@echo "make book    the notebooks executed at their classroom defaults, as a static site in build/book/html"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +32,12 @@ $(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt requirements-book.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.installed-book: $(VENV)/.installed requirements-book.txt
+	$(BIN)/python -m pip install --quiet -r requirements-book.txt
 	touch $@
 
 # Containers and CI often run as root, which JupyterLab refuses without --allow-root.
@@ -72,6 +77,12 @@ bench: $(VENV)/.installed-dev
 # student versions (no solutions, no hidden tests) into course/release/. See course/README.md.
 assignments: $(VENV)/.installed-dev
 	$(BIN)/python scripts/make_assignments.py
+
+# The book: every notebook executed at its classroom defaults (two at a time, and only those
+# that changed since the last build), rendered by Sphinx with MyST-NB into build/book/html.
+# BOOK_FLAGS=--reduced uses the test suite's turned-down parameters instead.
+book: $(VENV)/.installed-book
+	$(BIN)/python scripts/build_book.py $(BOOK_FLAGS)
 
 clean-venv:
 	rm -rf $(VENV) .venv-oldest

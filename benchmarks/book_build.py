@@ -1,0 +1,49 @@
+"""`make book`: how long the site takes to build, cold and cached, and how big it is.
+
+Cold: every notebook executed at its classroom defaults, two at a time, in a fresh
+build folder, then rendered. Cached: the same build again, where nothing changed, so
+only Sphinx runs (what a rebuild after a change of wording costs, and what CI pays on
+top of the test run, whose executed notebooks it reuses).
+"""
+
+import importlib.util
+import pathlib
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("build_book", ROOT / "scripts" / "build_book.py")
+build_book = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_book)
+
+
+def largest_page(html):
+    pages = sorted(pathlib.Path(html).glob("*.html"), key=lambda p: p.stat().st_size)
+    return pages[-1].name, pages[-1].stat().st_size
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="book-bench-") as folder:
+        cold = build_book.build(out=folder, jobs=2)
+        cached = build_book.build(out=folder, jobs=2)
+        page, page_bytes = largest_page(cached["html"])
+    rows = [
+        "| build | executing | rendering | in all |",
+        "|---|---|---|---|",
+        f"| cold: {len(cold['executed'])} notebooks at classroom defaults, 2 at a time | "
+        f"{cold['executing_seconds']:.0f} s | {cold['rendering_seconds']:.0f} s | {cold['seconds']:.0f} s |",
+        f"| cached: nothing changed ({len(cached['executed'])} executed) | {cached['executing_seconds']:.0f} s | "
+        f"{cached['rendering_seconds']:.0f} s | {cached['seconds']:.0f} s |",
+    ]
+    figures = sum(cold["figures"].values())
+    return (
+        "## The book (`make book`)\n\nWall time of scripts/build_book.py in a fresh build folder, then again "
+        "with the executed notebooks cached.\n\n"
+        + "\n".join(rows)
+        + f"\n\nThe site: {cold['bytes'] / 2**20:.1f} MiB in {cold['files']} files, {figures} figures in "
+        f"{len(cold['figures'])} chapters; the largest page is {page} ({page_bytes / 2**20:.1f} MiB, its "
+        "figures inline).\n"
+    )
+
+
+if __name__ == "__main__":
+    print(main())

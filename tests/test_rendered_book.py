@@ -1,0 +1,387 @@
+"""The book (`make book`): every output of every notebook on its page, and a site that works.
+
+The site is built once for this module by scripts/build_book.py with the test suite's
+turned-down parameters, taking the notebooks tests/test_notebooks.py executed in the same
+run where nothing changed since (only the assignment's student version, which that test
+does not run, is executed here). Each check compares the pages with an independent
+answer: the executed notebooks themselves, the repository's files, or what a browser
+shows. The browser test opens every page in headless Chromium and keeps a screenshot of
+each under build/screenshots/book_*.png.
+"""
+
+import base64
+import importlib.util
+import io
+import itertools
+import pathlib
+import re
+import urllib.parse
+
+import nbformat
+import numpy as np
+import pytest
+from notebook_runner import REDUCED_PARAMETERS
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("build_book", ROOT / "scripts" / "build_book.py")
+build_book = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_book)
+
+OUT = ROOT / "build" / "book-test"
+CHAPTERS = build_book.chapters()
+NAMES = [chapter["name"] for chapter in CHAPTERS]
+PAGE_IDS = ["index", *NAMES]
+
+# Building (about a minute when the notebooks come from the test run) is charged to the first test.
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def site():
+    return build_book.build(reduced=True, reuse=build_book.TEST_RUN_EXECUTED, out=OUT)
+
+
+def executed(chapter):
+    """The executed notebook the page was made from (the build's own copy, before any change for the page)."""
+    path = OUT / "executed" / "reduced" / chapter["shown"].name
+    return nbformat.read(path, as_version=4)
+
+
+def page(site, name):
+    from bs4 import BeautifulSoup
+
+    return BeautifulSoup((site["html"] / f"{name}.html").read_text(), "html.parser")
+
+
+def words(text):
+    return re.sub(r"\s+", " ", re.sub(r"\x1b\[[0-9;]*m", "", text)).strip()
+
+
+def code_cells(notebook):
+    return [c for c in notebook.cells if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
+
+
+def chapter(name):
+    return next(c for c in CHAPTERS if c["name"] == name)
+
+
+# -- what is on the pages ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_printed_result_table_and_figure_is_on_the_page(site, name):
+    notebook, html = executed(chapter(name)), page(site, name)
+    cells = html.select("div.cell")
+    shown = words(" ".join(cell.get_text(" ") for cell in cells))
+    images, missing = 0, []
+    for cell in code_cells(notebook):
+        for output in cell.outputs:
+            data = output.get("data", {})
+            if output.output_type == "stream" and output.name == "stdout":
+                texts = output.text.splitlines()
+            elif "image/png" in data or "application/vnd.jupyter.widget-view+json" in data:
+                images += 1
+                continue
+            elif "text/html" in data:
+                from bs4 import BeautifulSoup
+
+                texts = [BeautifulSoup(data["text/html"], "html.parser").get_text(" ")]
+            elif "text/markdown" in data:
+                texts = [re.sub(r"[|*`-]+", " ", data["text/markdown"])]
+            elif "text/plain" in data and output.output_type == "execute_result":
+                texts = data["text/plain"].splitlines()
+            else:
+                continue
+            missing += [line for line in map(words, texts) if line and line not in shown]
+    assert not missing, f"{name}: printed results missing from the page: {missing[:5]}"
+    on_page = sum(len(cell.select("div.cell_output img")) for cell in cells)
+    assert on_page == images, f"{name}: the notebook shows {images} figures, its page {on_page}"
+    print(f"{name}: {images} figures and every printed line on the page")
+
+
+def test_the_live_gradient_norm_figure_is_its_last_frame(site):
+    lab = next(c for c in CHAPTERS if "autoencoder_lab" in c["name"])
+    notebook, html = executed(lab), page(site, lab["name"])
+    # How many records the first monitor made, as the notebook prints them after training.
+    printed = " ".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
+    records = int(re.search(r"GradientNormHistory\((\d+) records", printed).group(1))
+    caption = html.select_one(".workbook-gradient-monitor")
+    assert caption is not None, "the page shows no live gradient-norm caption"
+    step = int(re.search(r"at step (\d+)", caption.get_text()).group(1))
+    last = REDUCED_PARAMETERS["every"] * (records - 1)
+    assert step == last, f"the live figure shows step {step}; its last record is step {last}"
+    figure = caption.find_previous("img")
+    assert "Gradient norms at step" in figure["alt"], figure["alt"]
+    final_png = next(
+        o["data"]["image/png"] for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
+        and "Gradient norms" in o["data"].get("text/plain", "")
+    )
+    assert (site["html"] / figure["src"]).read_bytes() == base64.b64decode(final_png)
+
+
+def test_the_explorer_is_its_picture_with_a_note_that_it_is_interactive(site):
+    zoo = next(c for c in CHAPTERS if "surrogate_zoo" in c["name"])
+    notebook, html = executed(zoo), page(site, zoo["name"])
+    state = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    image = next(m for m in state.values() if m["model_name"] == "ImageModel")
+    note = html.find(string=re.compile("interactive explorer as it first appears"))
+    assert note is not None, "no note that the explorer is interactive in JupyterLab"
+    picture = note.find_previous("img")
+    assert picture["alt"].startswith("Picture of the interactive explorer")
+    assert (site["html"] / picture["src"]).read_bytes() == base64.b64decode(image["buffers"][0]["data"])
+    text = str(html)
+    assert "widget-view+json" not in text and "html-manager" not in text and "require.js" not in text
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_folded_cells_stay_folded(site, name):
+    source = nbformat.read(chapter(name)["shown"], as_version=4)
+    folded = [c for c in source.cells if c.metadata.get("jupyter", {}).get("source_hidden")]
+    html = page(site, name)
+    closed = [d for d in html.select("div.cell details.hide") if not d.has_attr("open")]
+    for cell in folded:
+        first = words(cell.source.splitlines()[0])
+        assert any(first in words(d.get_text(" ")) for d in closed), f"{name}: {first!r} is not folded on the page"
+    print(f"{name}: {len(folded)} folded cells, folded on the page")
+
+
+def test_the_assignment_is_the_student_version(site):
+    graded = [c for c in CHAPTERS if c["graded"]]
+    assert graded, "no graded assignment among the chapters"
+    for assignment in graded:
+        text = page(site, assignment["name"]).get_text("\n")
+        instructor = nbformat.read(build_book.NOTEBOOKS / assignment["shown"].name, as_version=4)
+        solutions = []
+        for cell in instructor.cells:
+            solutions += re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.DOTALL)
+        lines = {line.strip() for block in solutions for line in block.splitlines() if len(line.strip()) > 20}
+        student = nbformat.read(assignment["shown"], as_version=4)
+        lines -= {line.strip() for cell in student.cells for line in cell.source.splitlines()}
+        assert lines, "the instructor's solutions have no line of their own to look for"
+        leaked = [line for line in lines if line in text]
+        assert not leaked, f"{assignment['name']}: the page shows the solution: {leaked[:3]}"
+        assert "raise NotImplementedError()" in text and "BEGIN HIDDEN TESTS" not in text
+        assert "as students receive it" in text
+
+
+# -- links, buttons, downloads -------------------------------------------------------
+
+
+def repository_path(url):
+    """The repository file a GitHub, Colab or Binder link opens, or None for any other link."""
+    for prefix in (build_book.GITHUB, build_book.COLAB, build_book.BINDER):
+        if url.startswith(prefix):
+            return urllib.parse.unquote(url[len(prefix) :].split("#")[0])
+    return None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_chapter_opens_the_students_version_in_colab_binder_and_download(site, name):
+    html, student = page(site, name), chapter(name)["student"]
+    expected = student.relative_to(ROOT).as_posix()
+    for kind in ("colab", "binder"):
+        links = html.select(f"a.book-{kind}")
+        assert len(links) == 1, f"{name}: expected one {kind} button, found {len(links)}"
+        assert repository_path(links[0]["href"]) == expected, links[0]["href"]
+    if (build_book.RELEASE / name).exists():
+        assert expected.startswith("course/release/"), f"{name}: the buttons open {expected}, with solutions"
+    download = html.select_one("a.download[href$='.ipynb']")
+    assert download is not None, f"{name}: no download link"
+    assert (site["html"] / download["href"]).read_bytes() == student.read_bytes()
+    landing = page(site, "index")
+    row = landing.find("a", href=f"{name}.html").find_parent("tr")
+    assert {repository_path(a["href"]) for a in row.select("a[href^='https://']")} == {expected}
+    assert (site["html"] / row.select_one("a.download")["href"]).read_bytes() == student.read_bytes()
+
+
+def test_the_landing_page_says_what_each_chapter_teaches_and_how_long_it_takes(site):
+    landing = page(site, "index")
+    rows = landing.select("table tbody tr")
+    assert [row.select_one("a")["href"] for row in rows] == [f"{name}.html" for name in NAMES]
+    for chapter_row, row in zip(CHAPTERS, rows, strict=True):
+        cells = [words(td.get_text(" ")) for td in row.select("td")]
+        assert chapter_row["title"] in cells[1]
+        if chapter_row["time"]:
+            assert re.match(r"About \d+ minutes", cells[2]), cells
+
+
+@pytest.mark.parametrize("name", PAGE_IDS)
+def test_no_link_is_broken(site, name):
+    html, broken = page(site, name), []
+    for link in html.select("a[href]"):
+        href = link["href"]
+        target = repository_path(href)
+        if target is not None:
+            if not (ROOT / target).exists():
+                broken.append(href)
+        elif not re.match(r"^[a-z]+:", href):
+            path, _, anchor = href.partition("#")
+            file = (site["html"] / path) if path else site["html"] / f"{name}.html"
+            if not file.exists():
+                broken.append(href)
+            elif anchor and file.suffix == ".html" and f'id="{anchor}"' not in file.read_text():
+                broken.append(href)
+    for image in html.select("img[src]"):
+        if not (site["html"] / image["src"]).is_file():
+            broken.append(image["src"])
+    assert not broken, f"{name}: broken links or images: {broken}"
+
+
+# -- accessibility -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_figure_has_alt_text_that_says_what_it_shows(site, name):
+    html = page(site, name)
+    figures = [img for cell in html.select("div.cell_output") for img in cell.select("img")]
+    alts = [img.get("alt", "") for img in figures]
+    uninformative = [alt for alt in alts if len(alt.split()) < 8 or "<" in alt or "object" in alt]
+    assert not uninformative, f"{name}: alt text that says nothing: {uninformative}"
+    assert len(set(alts)) == len(alts), f"{name}: two figures share one alt text"
+
+
+# Colour-vision deficiencies simulated at full severity (Machado, Oliveira and Fernandes 2009,
+# as colorspacious implements them), and the least distance two plotted colours must keep in
+# CAM02-UCS: about 1 is a just-noticeable difference; tab10's colours are 20-50 apart.
+DEFICIENCIES = ("deuteranomaly", "protanomaly", "tritanomaly")
+LEAST_DISTANCE = 8.0
+
+
+def plotted_colours(png, least_pixels=60):
+    """The saturated colours a figure is drawn with: each exact RGB value of at least `least_pixels` pixels."""
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(png).convert("RGB")).reshape(-1, 3).astype(int)
+    saturated = pixels[(pixels.max(axis=1) - pixels.min(axis=1)) > 40]
+    colours, counts = np.unique(saturated, axis=0, return_counts=True)
+    return colours[counts >= least_pixels] / 255.0
+
+
+def closest_pair(colours, deficiency):
+    from colorspacious import cspace_convert
+
+    seen = cspace_convert(colours, {"name": "sRGB1+CVD", "cvd_type": deficiency, "cvd_severity": 100}, "sRGB1")
+    ucs = cspace_convert(np.clip(seen, 0, 1), "sRGB1", "CAM02-UCS")
+    pairs = itertools.combinations(range(len(colours)), 2)
+    return min(((np.linalg.norm(ucs[i] - ucs[j]), i, j) for i, j in pairs), default=(np.inf, 0, 0))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_plotted_colours_stay_apart_for_colour_blind_readers(site, name):
+    failures, checked = [], 0
+    for img in page(site, name).select("div.cell_output img"):
+        colours = plotted_colours(site["html"] / img["src"])
+        if len(colours) < 2:
+            continue
+        checked += 1
+        for deficiency in DEFICIENCIES:
+            distance, i, j = closest_pair(colours, deficiency)
+            if distance < LEAST_DISTANCE:
+                pair = ["#%02x%02x%02x" % tuple((c * 255).round().astype(int)) for c in (colours[i], colours[j])]
+                failures.append(f"{img['src']}: {pair} only {distance:.1f} apart with {deficiency}")
+    assert not failures, f"{name}: colours that merge for colour-blind readers: {failures}"
+    print(f"{name}: {checked} figures with two or more colours, all apart under {', '.join(DEFICIENCIES)}")
+
+
+def test_the_colour_check_tells_apart_colours_that_merge():
+    # Red and green merge for deuteranopes; blue and orange stay apart for all three.
+    red_green = np.array([[0.84, 0.15, 0.16], [0.45, 0.55, 0.05]])
+    blue_orange = np.array([[0.12, 0.47, 0.71], [1.0, 0.5, 0.05]])
+    assert closest_pair(red_green, "deuteranomaly")[0] < LEAST_DISTANCE <= closest_pair(red_green, "tritanomaly")[0]
+    assert all(closest_pair(blue_orange, d)[0] >= LEAST_DISTANCE for d in DEFICIENCIES)
+
+
+# -- in a browser ----------------------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(600, method="signal")
+def test_every_page_works_in_a_browser(site):
+    from browser_session import CHROMIUM_ARGS, SCREENSHOTS, find_browser, skip_requested
+    from playwright.sync_api import sync_playwright
+
+    if skip_requested():
+        pytest.skip("WORKBOOK_SKIP_BROWSER=1 is set: the browser test is skipped on purpose")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_browser(), args=CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page(viewport={"width": 1280, "height": 900})
+            problems = []
+            tab.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
+            tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            tab.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
+            for name in PAGE_IDS:
+                check_page(tab, site["html"] / f"{name}.html", name, SCREENSHOTS)
+            search(tab, site["html"], SCREENSHOTS)
+            assert not problems, "\n".join(problems)
+        finally:
+            browser.close()
+
+
+def check_page(tab, path, name, screenshots):
+    """Open one page: every image loads and shows; Tab reaches every heading and every fold."""
+    tab.goto(path.as_uri())
+    tab.wait_for_load_state("load")
+    tab.screenshot(path=screenshots / f"book_{name}.png")
+    images = tab.locator("article img")
+    for number in range(images.count()):
+        image = images.nth(number)
+        image.scroll_into_view_if_needed()
+        width, height, natural = image.evaluate("i => [i.getBoundingClientRect().width, i.height, i.naturalWidth]")
+        assert natural > 0 and width > 50 and height > 10, f"{name}: image {number} is not shown ({width}x{height})"
+        assert image.is_visible(), f"{name}: image {number} is hidden"
+    reachable = tab.evaluate(_KEYBOARD_TARGETS)
+    focused, pressed = set(), 0
+    tab.evaluate("() => { window.scrollTo(0, 0); document.activeElement && document.activeElement.blur(); }")
+    while pressed < 4 * len(reachable) + 100 and not set(reachable) <= focused:
+        tab.keyboard.press("Tab")
+        pressed += 1
+        mark = tab.evaluate("() => document.activeElement && document.activeElement.dataset.bookTarget")
+        if mark is not None:
+            focused.add(mark)
+    missed = sorted(set(reachable) - focused, key=int)
+    assert not missed, f"{name}: Tab never reaches {[reachable[m] for m in missed[:5]]}"
+    if name != "index":
+        fold = tab.locator("article details.hide summary").first
+        if fold.count():
+            fold.focus()
+            tab.keyboard.press("Enter")
+            assert fold.locator("xpath=..").evaluate("d => d.open"), f"{name}: Enter does not open a folded cell"
+            tab.screenshot(path=screenshots / f"book_{name}_fold_opened.png")
+
+
+# Marks every heading's permalink and every fold's toggle on the page; returns mark -> description.
+_KEYBOARD_TARGETS = """() => {
+    const targets = [...document.querySelectorAll('article :is(h1, h2, h3) > a.headerlink, article details > summary')];
+    const found = {};
+    targets.forEach((node, index) => {
+        node.dataset.bookTarget = String(index);
+        found[index] = node.tagName + ' ' + (node.closest('h1, h2, h3, details').textContent || '').trim().slice(0, 60);
+    });
+    return found;
+}"""
+
+
+def search(tab, html, screenshots):
+    """Sphinx's search finds the finder, and its results link to the chapter that teaches it."""
+    tab.goto((html / "search.html").as_uri() + "?q=find_gradient_breaks")
+    results = tab.locator("#search-results li a")
+    results.first.wait_for(timeout=30_000)
+    tab.screenshot(path=screenshots / "book_search.png")
+    found = {pathlib.PurePosixPath(urllib.parse.urlparse(h).path).name for h in results.evaluate_all(_HREFS)}
+    finder = next(name for name in NAMES if "gradient_killers" in name)
+    assert f"{finder}.html" in found, f"searching for find_gradient_breaks found {sorted(found)}"
+
+
+_HREFS = "links => links.map(a => a.href)"
+
+
+def test_png_reader_is_pillow():
+    # plotted_colours reads PNGs with Pillow, which the test environment has through matplotlib.
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 4), (214, 39, 40)).save(buffer, format="PNG")
+    buffer.seek(0)
+    assert len(plotted_colours(buffer, least_pixels=16)) == 1
