@@ -21,11 +21,16 @@ def largest_page(html):
     return pages[-1].name, pages[-1].stat().st_size
 
 
+def folder_bytes(folder):
+    return sum(p.stat().st_size for p in pathlib.Path(folder).rglob("*") if p.is_file())
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="book-bench-") as folder:
         cold = build_book.build(out=folder, jobs=2)
         cached = build_book.build(out=folder, jobs=2)
         page, page_bytes = largest_page(cached["html"])
+        images, mathjax = folder_bytes(cached["html"] / "_images"), folder_bytes(cached["html"] / "_static" / "mathjax")
     rows = [
         "| build | executing | rendering | in all |",
         "|---|---|---|---|",
@@ -40,8 +45,9 @@ def main():
         "with the executed notebooks cached.\n\n"
         + "\n".join(rows)
         + f"\n\nThe site: {cold['bytes'] / 2**20:.1f} MiB in {cold['files']} files, {figures} figures in "
-        f"{len(cold['figures'])} chapters; the largest page is {page} ({page_bytes / 2**20:.1f} MiB, its "
-        "figures inline).\n"
+        f"{len(cold['figures'])} chapters ({images / 2**20:.1f} MiB of PNGs); MathJax, served from the site so "
+        f"that it reads offline, is {mathjax / 2**20:.1f} MiB of that, of which a page loads only what it uses. "
+        f"The largest page is {page} ({page_bytes / 2**10:.0f} KiB without its figures).\n"
     )
 
 

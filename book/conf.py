@@ -25,6 +25,8 @@ myst_heading_anchors = 3
 # Outputs as the notebook shows them; stderr never reaches a page (the build script refuses it).
 nb_output_stderr = "remove"
 nb_merge_streams = True
+# Markdown a cell displays (notebook 00's table of versions) with tables, as JupyterLab shows it.
+nb_render_markdown_format = "myst"
 
 # -- The page ------------------------------------------------------------------
 html_theme = "sphinx_book_theme"

@@ -22,6 +22,7 @@ import argparse
 import concurrent.futures
 import copy
 import hashlib
+import itertools
 import json
 import pathlib
 import re
@@ -258,47 +259,73 @@ _UNINFORMATIVE = re.compile(r"^(<.*>|explorer|)$", re.DOTALL)
 
 
 def plain_text(markdown):
-    """Markdown as one line of plain text, for alt text."""
+    """Markdown (and its LaTeX) as one line of plain text, for alt text."""
     text = re.sub(r"<[^>]+>", " ", markdown)
     text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
-    text = re.sub(r"\$+([^$]*)\$+", r"\1", text)
-    text = re.sub(r"[*`#|>]", "", text)
+    text = re.sub(r"\\(?:text|mathrm|operatorname)\{([^}]*)\}", r"\1", text)
+    text = re.sub(r"\\[lr]?Vert", "‖", text)
+    text = re.sub(r"\\[a-zA-Z]+|[{}$*`#|>]", " ", text)
     return re.sub(r"\s+", " ", text).strip()
 
 
-def caption_for(notebook, index):
-    """What the figure of cell `index` shows, in words: the text that introduces it, and the one after it."""
+def introduction(notebook, index):
+    """The paragraph that introduces cell `index`: the last one of the markdown cell before it."""
     before = next((c for c in reversed(notebook.cells[:index]) if c.cell_type == "markdown"), None)
-    after = next((c for c in notebook.cells[index + 1 :] if c.cell_type == "markdown"), None)
     paragraphs = [p for p in before.source.split("\n\n") if plain_text(p)] if before is not None else []
-    lead = plain_text(paragraphs[-1]) if paragraphs else ""
-    follow = plain_text(after.source.split("\n\n")[0]) if after is not None else ""
-    sentences = re.split(r"(?<=[.!?])\s+", follow)
-    return lead, sentences[0] if sentences else ""
+    return plain_text(paragraphs[-1]) if paragraphs else ""
 
 
 def shorten(text, limit):
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
+def one_image_per_cell(notebook):
+    """Split a cell that shows several images into one cell per image (the later ones without input).
+
+    MyST-NB gives every image of a cell the same alt text; split, each gets its own.
+    Each image keeps the outputs that follow it (the live monitor's caption, say).
+    """
+    cells = []
+    for cell in notebook.cells:
+        outputs = cell.get("outputs", [])
+        starts = [i for i, o in enumerate(outputs) if "image/png" in o.get("data", {})][1:]
+        if not starts:
+            cells.append(cell)
+            continue
+        bounds = [0, *starts, len(outputs)]
+        for part, (start, end) in enumerate(itertools.pairwise(bounds)):
+            # MyST-NB skips a cell without source; this one's is not shown.
+            continuing = nbformat.v4.new_code_cell(
+                "# the outputs of the cell above", metadata={"tags": ["remove-input"]}
+            )
+            piece = cell if part == 0 else continuing
+            piece.outputs = outputs[start:end]
+            piece.metadata["book_part"] = [part + 1, len(bounds) - 1]
+            cells.append(piece)
+    notebook.cells = cells
+
+
 def add_alt_text(notebook, title):
     """Give every image output alt text (MyST-NB reads ``mystnb.image.alt`` from the cell's metadata).
 
     An image whose own text says what it shows (the live monitor's caption) keeps it;
-    otherwise the words come from the text around the cell: the paragraph that
-    introduces the figure and the first sentence after it.
+    otherwise the words come from the paragraph that introduces the cell, and which of
+    its pictures this is.
     """
     count = 0
     for index, cell in enumerate(notebook.cells):
         images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
         if not images:
             continue
-        own = str(images[-1]["data"].get("text/plain", "")).strip()
-        lead, follow = caption_for(notebook, index)
-        words = own if own and not _UNINFORMATIVE.match(own) else " ".join(p for p in (lead, follow) if p)
+        own = str(images[0]["data"].get("text/plain", "")).strip()
+        if own and not _UNINFORMATIVE.match(own):
+            words = own
+        else:
+            part, parts = cell.metadata.get("book_part", [1, 1])
+            words = shorten(introduction(notebook, index), 400)  # the split parts share it
+            words += f" (picture {part} of the {parts} this cell draws)" if parts > 1 else ""
         picture = "Picture of the interactive explorer" if widget_note(cell) else "Figure"
-        alt = shorten(f"{picture} in {title}: {words}", 600)
-        cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = alt
+        cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = f"{picture} in {title}: {words}"
         count += len(images)
     return count
 
@@ -403,6 +430,7 @@ def prepare(chapter_list, executed, reduced, out=BUILD):
         notebook.cells = [c for c in notebook.cells if "injected-parameters" not in c.metadata.get("tags", [])]
         fold_solutions(notebook)
         widget_pictures(notebook)
+        one_image_per_cell(notebook)
         absolute_links(notebook, chapter["shown"], files)
         notebook.cells[0].source = notebook.cells[0].source.replace("\n", "\n\n" + launch_buttons(chapter) + "\n", 1)
         figures = add_alt_text(notebook, chapter["title"])
