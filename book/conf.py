@@ -31,6 +31,8 @@ nb_render_markdown_format = "myst"
 # -- The page ------------------------------------------------------------------
 html_theme = "sphinx_book_theme"
 html_title = "The gradient workbook"
+# A nabla; without an icon of its own every browser asks the host for /favicon.ico.
+html_favicon = "_static/favicon.svg"
 html_static_path = ["_static"]
 html_css_files = ["book.css"]
 html_last_updated_fmt = None

@@ -88,7 +88,7 @@ def chapters():
 def stated_time(introduction):
     """The notebook's own estimate of the time it takes ("About 45 minutes"), or None."""
     match = re.search(r"\*\*Time[.:]?\*\*:?\s*(about [^.;:,(]+)", introduction, re.IGNORECASE)
-    return match.group(1).strip().capitalize() if match else None
+    return " ".join(match.group(1).split()).capitalize() if match else None
 
 
 # -- 1. executing, with a cache ----------------------------------------------------
@@ -204,11 +204,10 @@ def problems(notebook):
 
 
 def as_student_receives_it(notebook):
-    """The student version executed: the unanswered cells' errors removed, and a note saying so."""
+    """The student version executed, without the errors of its unanswered cells (the page says so)."""
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = [output for output in cell.outputs if output.output_type != "error"]
-    notebook.cells.insert(1, nbformat.v4.new_markdown_cell(f":::{{note}}\n{STUDENT_VERSION_NOTE}\n:::"))
 
 
 def widget_pictures(notebook):
@@ -223,6 +222,9 @@ def widget_pictures(notebook):
                 outputs.append(output)
                 continue
             outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "explorer"}))
+            shown = widget_text(state, view["model_id"])
+            if shown:
+                outputs.append(nbformat.v4.new_output("display_data", data={"text/html": shown, "text/plain": shown}))
             outputs.append(
                 nbformat.v4.new_output(
                     "display_data", data={"text/markdown": f"*{INTERACTIVE_NOTE}*", "text/plain": INTERACTIVE_NOTE}
@@ -234,24 +236,28 @@ def widget_pictures(notebook):
     notebook.metadata.pop("widgets", None)
 
 
-def widget_png(state, model_id, seen=None):
+def widget_models(state, model_id):
+    """Every widget model in the tree under `model_id`, depth first."""
+    model = state.get(model_id)
+    if model is None:
+        return []
+    children = model.get("state", {}).get("children", [])
+    return [model] + [m for child in children for m in widget_models(state, child.removeprefix("IPY_MODEL_"))]
+
+
+def widget_png(state, model_id):
     """Base64 PNG of the first Image widget in the tree under `model_id`, or None."""
-    seen = seen if seen is not None else set()
-    if model_id in seen or model_id not in state:
-        return None
-    seen.add(model_id)
-    model = state[model_id]
-    if model.get("model_name") == "ImageModel":
-        for buffer in model.get("buffers", []):
-            if buffer.get("path") == ["value"]:
-                return buffer["data"]
-        value = model.get("state", {}).get("value")
-        return value if isinstance(value, str) and value else None
-    for child in model.get("state", {}).get("children", []):
-        found = widget_png(state, child.removeprefix("IPY_MODEL_"), seen)
-        if found:
-            return found
+    for model in widget_models(state, model_id):
+        if model.get("model_name") == "ImageModel":
+            return next((b["data"] for b in model.get("buffers", []) if b.get("path") == ["value"]), None)
     return None
+
+
+def widget_text(state, model_id):
+    """The HTML the HTML widgets under `model_id` show (the explorer's line on the surrogate shown)."""
+    return " ".join(
+        m["state"].get("value", "") for m in widget_models(state, model_id) if m["model_name"] == "HTMLModel"
+    )
 
 
 # Reprs that say nothing about what a figure shows.
@@ -432,7 +438,10 @@ def prepare(chapter_list, executed, reduced, out=BUILD):
         widget_pictures(notebook)
         one_image_per_cell(notebook)
         absolute_links(notebook, chapter["shown"], files)
-        notebook.cells[0].source = notebook.cells[0].source.replace("\n", "\n\n" + launch_buttons(chapter) + "\n", 1)
+        header = launch_buttons(chapter) + (
+            f"\n\n:::{{note}}\n{STUDENT_VERSION_NOTE}\n:::" if chapter["graded"] else ""
+        )
+        notebook.cells[0].source = notebook.cells[0].source.replace("\n", f"\n\n{header}\n", 1)
         figures = add_alt_text(notebook, chapter["title"])
         notebook.metadata["workbook_book"] = {"reduced": reduced}
         nbformat.write(notebook, source / f"{chapter['name']}.ipynb")

@@ -10,10 +10,14 @@ each under build/screenshots/book_*.png.
 """
 
 import base64
+import contextlib
+import functools
+import http.server
 import importlib.util
 import itertools
 import pathlib
 import re
+import threading
 import urllib.parse
 
 import nbformat
@@ -144,7 +148,7 @@ def test_folded_cells_stay_folded(site, name):
     closed = [d for d in html.select("div.cell details.hide") if not d.has_attr("open")]
     for cell in folded:
         first = words(cell.source.splitlines()[0])
-        assert any(first in words(d.get_text(" ")) for d in closed), f"{name}: {first!r} is not folded on the page"
+        assert any(first in words(d.get_text()) for d in closed), f"{name}: {first!r} is not folded on the page"
     print(f"{name}: {len(folded)} folded cells, folded on the page")
 
 
@@ -192,7 +196,7 @@ def test_each_chapter_opens_the_students_version_in_colab_binder_and_download(si
     assert download is not None, f"{name}: no download link"
     assert (site["html"] / download["href"]).read_bytes() == student.read_bytes()
     landing = page(site, "index")
-    row = landing.find("a", href=f"{name}.html").find_parent("tr")
+    row = landing.select_one(f"table a[href='{name}.html']").find_parent("tr")
     assert {repository_path(a["href"]) for a in row.select("a[href^='https://']")} == {expected}
     assert (site["html"] / row.select_one("a.download")["href"]).read_bytes() == student.read_bytes()
 
@@ -271,7 +275,8 @@ def plotted_colours(png, least_pixels=60):
     """The colours a figure's curves, bars and markers are drawn in (greys left out), one per colour.
 
     Each exact RGB value of at least `least_pixels` pixels counts; shades of one colour
-    (closer than SAME_COLOUR for normal vision) count once, as their most frequent shade.
+    (closer than SAME_COLOUR for normal vision, or the colour seen through on white) count once,
+    as their most saturated shade.
     """
     from colorspacious import cspace_convert
     from PIL import Image
@@ -282,7 +287,7 @@ def plotted_colours(png, least_pixels=60):
     colours, counts = colours[counts >= least_pixels] / 255.0, counts[counts >= least_pixels]
     ucs = cspace_convert(colours, "sRGB1", "CAM02-UCS")
     kept = []
-    for index in np.argsort(-counts):
+    for index in np.argsort(-(colours.max(axis=1) - colours.min(axis=1))):  # the purest shade of each first
         if not any(
             np.linalg.norm(ucs[index] - ucs[other]) < SAME_COLOUR or on_white(colours[index], colours[other])
             for other in kept
@@ -368,6 +373,26 @@ def test_the_colours_of_a_figure_are_found(tmp_path):
 # -- in a browser ----------------------------------------------------------------------
 
 
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def served(folder):
+    """The site at http://127.0.0.1:PORT/, as a static host serves it (search fetches the pages)."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
 @pytest.mark.browser
 @pytest.mark.timeout(600, method="signal")
 def test_every_page_works_in_a_browser(site):
@@ -377,7 +402,7 @@ def test_every_page_works_in_a_browser(site):
     if skip_requested():
         pytest.skip("WORKBOOK_SKIP_BROWSER=1 is set: the browser test is skipped on purpose")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
+    with served(site["html"]) as address, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=find_browser(), args=CHROMIUM_ARGS)
         try:
             tab = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -385,17 +410,18 @@ def test_every_page_works_in_a_browser(site):
             tab.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
             tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             tab.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
+            tab.on("response", lambda r: r.status >= 400 and problems.append(f"{r.status}: {r.url}"))
             for name in PAGE_IDS:
-                check_page(tab, site["html"] / f"{name}.html", name, SCREENSHOTS)
-            search(tab, site["html"], SCREENSHOTS)
+                check_page(tab, address, name, SCREENSHOTS)
+            search(tab, address, SCREENSHOTS)
             assert not problems, "\n".join(problems)
         finally:
             browser.close()
 
 
-def check_page(tab, path, name, screenshots):
+def check_page(tab, address, name, screenshots):
     """Open one page: every image loads and shows; Tab reaches every heading and every fold."""
-    tab.goto(path.as_uri())
+    tab.goto(f"{address}{name}.html")
     tab.wait_for_load_state("load")
     tab.screenshot(path=screenshots / f"book_{name}.png")
     images = tab.locator("article img")
@@ -437,9 +463,9 @@ _KEYBOARD_TARGETS = """() => {
 }"""
 
 
-def search(tab, html, screenshots):
+def search(tab, address, screenshots):
     """Sphinx's search finds the finder, and its results link to the chapter that teaches it."""
-    tab.goto((html / "search.html").as_uri() + "?q=find_gradient_breaks")
+    tab.goto(f"{address}search.html?q=find_gradient_breaks")
     results = tab.locator("#search-results li a")
     results.first.wait_for(timeout=30_000)
     tab.screenshot(path=screenshots / "book_search.png")
