@@ -432,14 +432,13 @@ def check_page(tab, address, name, screenshots):
         assert natural > 0 and width > 50 and height > 10, f"{name}: image {number} is not shown ({width}x{height})"
         assert image.is_visible(), f"{name}: image {number} is hidden"
     reachable = tab.evaluate(_KEYBOARD_TARGETS)
-    focused, pressed = set(), 0
     tab.evaluate("() => { window.scrollTo(0, 0); document.activeElement && document.activeElement.blur(); }")
+    focused, pressed = set(), 0
     while pressed < 4 * len(reachable) + 100 and not set(reachable) <= focused:
-        tab.keyboard.press("Tab")
-        pressed += 1
-        mark = tab.evaluate("() => document.activeElement && document.activeElement.dataset.bookTarget")
-        if mark is not None:
-            focused.add(mark)
+        for _ in range(20):
+            tab.keyboard.press("Tab")
+        pressed += 20
+        focused = set(tab.evaluate("() => [...window.bookFocused]"))
     missed = sorted(set(reachable) - focused, key=int)
     assert not missed, f"{name}: Tab never reaches {[reachable[m] for m in missed[:5]]}"
     if name != "index":
@@ -448,13 +447,20 @@ def check_page(tab, address, name, screenshots):
             fold.focus()
             tab.keyboard.press("Enter")
             assert fold.locator("xpath=..").evaluate("d => d.open"), f"{name}: Enter does not open a folded cell"
+            tab.wait_for_timeout(500)  # the theme fades the opened code in
             tab.screenshot(path=screenshots / f"book_{name}_fold_opened.png")
 
 
-# Marks every heading's permalink and every fold's toggle on the page; returns mark -> description.
+# Marks every heading's permalink and every fold's toggle on the page, and notes each that gets the
+# keyboard's focus (window.bookFocused); returns mark -> description.
 _KEYBOARD_TARGETS = """() => {
     const targets = [...document.querySelectorAll('article :is(h1, h2, h3) > a.headerlink, article details > summary')];
     const found = {};
+    window.bookFocused = new Set();
+    document.addEventListener('focusin', event => {
+        const mark = event.target.dataset && event.target.dataset.bookTarget;
+        if (mark) window.bookFocused.add(mark);
+    });
     targets.forEach((node, index) => {
         node.dataset.bookTarget = String(index);
         found[index] = node.tagName + ' ' + (node.closest('h1, h2, h3, details').textContent || '').trim().slice(0, 60);
