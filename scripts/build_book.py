@@ -162,6 +162,8 @@ def execute_all(chapter_list, reduced=False, jobs=2, reuse=None, out=BUILD):
         places = [folder] + ([pathlib.Path(reuse)] if reuse else [])
         found = next((nb for place in places if (nb := cached(place / chapter["shown"].name, key)) is not None), None)
         if found is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            nbformat.write(found, folder / chapter["shown"].name)  # taken from --reuse: kept with the rest
             done[chapter["name"]] = (found, found.metadata["workbook_book"].get("seconds"))
         else:
             missing.append(chapter)
