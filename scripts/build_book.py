@@ -496,6 +496,8 @@ def build(reduced=False, jobs=2, reuse=None, out=BUILD):
 
 
 def main(argv=None):
+    if sys.version_info < (3, 11):
+        raise SystemExit("The book is built with Sphinx 9, which needs Python 3.11 or newer; this is " + sys.version)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reduced", action="store_true", help="the test suite's turned-down parameters (CI)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
