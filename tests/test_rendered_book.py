@@ -327,7 +327,7 @@ def merging_colours(png):
 
 
 # Measured, not yet fixed: these chapters draw with matplotlib's tab10 colours (workbook/figures.py,
-# plots.py, estimator_plots.py), whose red and green merge for deuteranopes, and orange and green,
+# plots.py, estimator_plots.py, compare.py), whose red and green merge for deuteranopes, and orange and green,
 # blue and purple for protanopes. A palette made for colour-blind readers (Okabe-Ito above) fixes
 # them; each then passes, and strict=True makes it fail until its name is taken off this list.
 TAB10_FIGURES = {"01_forward_and_backward", "02_surrogate_zoo", "04_autoencoder_lab", "06_beyond_straight_through"}
