@@ -17,7 +17,7 @@ export WORKERS
 # What make test-fast leaves out: notebook runs, nbgrader's round trip, the browser.
 FAST   := not notebook and not hub and not browser
 
-.PHONY: lab test test-fast test-oldest lint format bench assignments clean-venv help
+.PHONY: lab test test-fast test-oldest lint format bench book assignments clean-venv help
 
 help:
 	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
@@ -30,6 +30,7 @@ help:
 	@echo "make format  let ruff fix what it can and format the code and notebooks"
 	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
 	@echo "make assignments  write the student versions (nbgrader) into course/release/"
+	@echo "make book    the notebooks executed at their classroom defaults, as a static site in build/book/html"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +40,12 @@ $(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt requirements-book.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.installed-book: $(VENV)/.installed requirements-book.txt
+	$(BIN)/python -m pip install --quiet -r requirements-book.txt
 	touch $@
 
 # Containers and CI often run as root, which JupyterLab refuses without --allow-root.
@@ -55,7 +60,9 @@ lab: $(VENV)/.installed
 # that test on purpose; WORKBOOK_CHROMIUM=/path/to/chromium picks the browser.
 test: $(VENV)/.installed-dev
 	$(BIN)/python tests/browser_session.py --check
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --ignore=tests/test_rendered_book.py
+	@# the book's tests render the notebooks that the line above executed, so they come after it
+	$(BIN)/python -m pytest tests/test_rendered_book.py
 	$(MAKE) --no-print-directory test-oldest
 
 # The loop to run while working; make test stays the full gate CI runs.
@@ -84,6 +91,12 @@ bench: $(VENV)/.installed-dev
 # student versions (no solutions, no hidden tests) into course/release/. See course/README.md.
 assignments: $(VENV)/.installed-dev
 	$(BIN)/python scripts/make_assignments.py
+
+# The book: every notebook executed at its classroom defaults (two at a time, and only those
+# that changed since the last build), rendered by Sphinx with MyST-NB into build/book/html.
+# BOOK_FLAGS=--reduced uses the test suite's turned-down parameters instead.
+book: $(VENV)/.installed-book
+	$(BIN)/python scripts/build_book.py $(BOOK_FLAGS)
 
 clean-venv:
 	rm -rf $(VENV) .venv-oldest

@@ -22,6 +22,7 @@ SECTIONS = [
     "estimator_cost",
     "notebook_budgets",
     "grading_time",
+    "book_build",
 ]
 
 

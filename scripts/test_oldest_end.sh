@@ -78,9 +78,11 @@ print("   ", ", ".join(f"{n} {m.version(n)}" for n in ("tensorflow-cpu", "keras"
 # 1. Colab-like: no workbook installed, the notebook's own Setup cell installs it.
 "$VENV/bin/python" -m pip uninstall --yes --quiet gradient-workbook >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/test_colab_install.py
-# 2. Everything else at the oldest end, with the workbook installed as `make lab` does.
+# 2. Everything else at the oldest end, with the workbook installed as `make lab` does
+#    (the book is built at the newest end only: its Sphinx needs Python 3.11).
 "$VENV/bin/python" -m pip install --quiet --no-deps -e . >"$VENV/reinstall.log" 2>&1 \
   || { cat "$VENV/reinstall.log"; exit 1; }
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${WORKERS:-auto}" --dist loadgroup \
-  --ignore=tests/test_browser.py --ignore=tests/test_assignments.py --ignore=tests/test_colab_install.py
+  --ignore=tests/test_browser.py --ignore=tests/test_assignments.py --ignore=tests/test_colab_install.py \
+  --ignore=tests/test_rendered_book.py
 say "done in $((SECONDS - started)) s"

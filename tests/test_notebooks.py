@@ -1,10 +1,17 @@
 """Every notebook runs top to bottom, and every notebook is committed clean."""
 
+import importlib.util
+
 import nbformat
 import pytest
 from notebook_runner import NOTEBOOKS, error_outputs, execute, parameters_cell_index, stderr_outputs
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+# The book's build (tests/test_rendered_book.py) takes the notebooks executed here, unchanged since.
+_spec = importlib.util.spec_from_file_location("build_book", NOTEBOOKS.parent / "scripts" / "build_book.py")
+build_book = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_book)
 
 
 def test_there_are_notebooks():
@@ -46,6 +53,7 @@ def test_notebook_executes_without_errors_or_stderr(path):
     # In a process of its own with a student's environment (no PYTEST_* or TF_* variables):
     # anything written to stderr there is a red box for the student, and 0 points in nbgrader.
     notebook, seconds = execute(path)
+    build_book.keep_executed(notebook, path, build_book.TEST_RUN_EXECUTED, reduced=True, seconds=seconds)
     errors = error_outputs(notebook)
     assert not errors, f"{path.name} raised: " + "; ".join(errors)
     stderr = stderr_outputs(notebook)
