@@ -209,7 +209,8 @@ def test_readme_describes_every_public_name_and_no_other():
 
 COLAB_BADGE = re.compile(
     r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]"
-    r"\(https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w./-]+?)/notebooks/([\w.-]+\.ipynb)\)"
+    r"\(https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w./-]+?)/"
+    r"((?:notebooks|course/release/[\w.-]+)/[\w.-]+\.ipynb)\)"
 )
 INSTALL_LINE = re.compile(r'"git\+https://github\.com/([\w.-]+/[\w.-]+)@([\w./-]+)"')
 
@@ -220,6 +221,28 @@ def binder_repository():
     return match.group(1)
 
 
+def colab_path(path):
+    """Where a notebook's Colab badge should point, from the repository's root.
+
+    A notebook graded with hidden tests (05, 06) opens as the student version nbgrader made
+    in course/release/, without solutions or hidden tests; the others open as they are.
+    """
+    notebook = nbformat.read(path, as_version=4)
+    if any("### BEGIN HIDDEN TESTS" in cell.source for cell in notebook.cells):
+        return f"course/release/{path.stem}/{path.name}"
+    return f"notebooks/{path.name}"
+
+
+def test_the_graded_notebooks_open_in_colab_as_student_versions():
+    # the rule has teeth: the assignment is graded, the start page is not, and each release exists
+    assert colab_path(NOTEBOOKS / "05_assignment_quantized_autoencoder.ipynb").startswith("course/release/")
+    assert colab_path(START) == "notebooks/00_start_here.ipynb"
+    for path in ALL_NOTEBOOKS:
+        assert (ROOT / colab_path(path)).is_file(), (
+            f"{path.name}: {colab_path(path)} does not exist; run `make assignments`"
+        )
+
+
 def notebook_setup_source(notebook):
     return next(
         cell.source for cell in notebook.cells if cell.cell_type == "code" and "workbook.setup(seed=" in cell.source
@@ -228,7 +251,7 @@ def notebook_setup_source(notebook):
 
 def test_readme_has_an_open_in_colab_badge_for_every_notebook_in_this_repository():
     badges = COLAB_BADGE.findall(README.read_text())
-    assert sorted(name for _, _, name in badges) == [path.name for path in ALL_NOTEBOOKS]
+    assert sorted(target for _, _, target in badges) == sorted(colab_path(path) for path in ALL_NOTEBOOKS)
     assert {(repository, ref) for repository, ref, _ in badges} == {(binder_repository(), "main")}
 
 
@@ -239,8 +262,8 @@ def test_notebook_opens_with_its_own_colab_badge_and_installs_the_workbook_from_
     assert first.cell_type == "markdown"
     badge = COLAB_BADGE.search(first.source.strip().splitlines()[-1])
     assert badge, f"{path.name}: the first cell's last line should be its Open in Colab badge"
-    repository, ref, name = badge.groups()
-    assert (repository, name) == (binder_repository(), path.name)
+    repository, ref, target = badge.groups()
+    assert (repository, target) == (binder_repository(), colab_path(path))
     setup = notebook_setup_source(notebook)
     install = INSTALL_LINE.search(setup)
     assert install, f"{path.name}: the Setup cell should install the workbook from git+https://github.com/..."
