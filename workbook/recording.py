@@ -35,7 +35,10 @@ tests/test_monitoring.py pins each on the oldest and the newest Keras the
 workbook supports: the built-in step goes through ``optimizer.apply``;
 ``make_train_function(force=True)`` builds from the ``train_step`` found on the
 model at that moment; ``fit`` looks up ``model.train_function`` for every batch,
-after ``on_train_batch_begin``.
+after ``on_train_batch_begin``. The step is kept as an attribute of Keras's
+train function (a plain Python function at both ends of the range); where one
+takes no attributes, each ``fit`` makes and traces its own, and the test that
+counts traces fails.
 
 When the monitor records nothing, it says why once (in the live figure's caption
 where there is one, else in a RuntimeWarning) and training goes on exactly as
@@ -150,7 +153,7 @@ class GradientNormRecords:
         return table
 
 
-BYPASSED = (
+_BYPASSED = (
     "GradientNormMonitor records nothing for this model: its train_step never passes its gradients "
     "to model.optimizer.apply(gradients, variables), where the monitor reads them. Training runs as "
     "without the monitor. To monitor it, update the weights in train_step with "
@@ -158,7 +161,7 @@ BYPASSED = (
 )
 
 
-def not_called():
+def _not_called():
     return (
         f"GradientNormMonitor stopped recording: Keras {keras.__version__}'s fit did not call the train "
         "function the monitor set for the batch (a callback listed after the monitor may have replaced "
@@ -207,7 +210,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
         self.history._add_layers(step.layer_names)
         self.history.not_recorded = None
         if step.state is StepState.BYPASSES:
-            self._stop(BYPASSED)
+            self._stop(_BYPASSED)
         else:
             self._step, self._steps_read = step, step.steps_run()
 
@@ -221,10 +224,10 @@ class GradientNormRecorder(keras.callbacks.Callback):
             return
         if step.calls == self._calls_armed:
             step.disarm()
-            self._stop(not_called())
+            self._stop(_not_called())
             return
         if step.state is StepState.BYPASSES:
-            self._stop(BYPASSED)
+            self._stop(_BYPASSED)
             return
         total = step.steps_run()
         first, last = self._next_step, self._next_step + total - self._steps_read - 1
