@@ -14,7 +14,11 @@ traces it, ``optimizer.apply`` adds up each layer's squared gradients into a
 variable before it updates the weights; the wrapper also counts the steps run.
 That function is kept with the model's own (Keras's) train function, so every
 monitor, a new one per ``fit`` included, uses the same traced step and nothing
-is traced again until the model is compiled again.
+is traced again until the model is compiled again. Measured as in
+benchmarks/monitor_overhead.py (``make bench``), 15 interleaved rounds: one
+epoch of 63 batches with a new monitor per ``fit`` took 1.04x the CPU time of a
+plain ``fit``, one monitor kept across fits 1.01x; a monitor that traced its own
+step for each ``fit`` had cost 1.57x on the same machine.
 
 What is patched, and for how long, so that nothing is left behind whatever
 happens (an exception, a KeyboardInterrupt):
