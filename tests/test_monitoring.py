@@ -1,16 +1,20 @@
 """GradientNormMonitor: the real step's gradients, and a model left as it was found."""
 
+import json
+import signal
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from notebook_runner import clean_environment
 
 import workbook
-from workbook import recording
 from workbook.figures import in_notebook
+from workbook.recording import GradientNormRecorder
 
 
 def int_cast(z):
@@ -185,26 +189,119 @@ def test_the_model_saves_loads_and_trains_plainly_after_a_monitored_fit(x_train,
 
 
 class Interrupt(keras.callbacks.Callback):
-    def on_train_batch_end(self, batch, logs=None):
+    """Raises KeyboardInterrupt in one hook at batch 1, as Ctrl-C there would."""
+
+    def __init__(self, hook):
+        super().__init__()
+        setattr(self, hook, self.interrupt)
+
+    def interrupt(self, batch, logs=None):
         if batch == 1:
             raise KeyboardInterrupt
 
 
-def test_an_interrupted_fit_leaves_nothing_patched_on_the_next_fit(x_train):
+@pytest.mark.parametrize("hook", ["on_train_batch_end", "on_train_batch_begin"])
+def test_an_interrupted_fit_leaves_the_model_as_found_at_once(x_train, hook):
+    # Listed before the monitor, so that the interrupt comes before the monitor arms the batch.
     model = workbook.autoencoder(None)
     monitor = workbook.GradientNormMonitor(every=1, live=False)
     keras_function = KerasTrainFunction()
     with pytest.raises(KeyboardInterrupt):
-        model.fit(x_train, x_train, batch_size=64, callbacks=[keras_function, monitor, Interrupt()], verbose=0)
-    assert len(monitor.history) == 2
+        model.fit(x_train, x_train, batch_size=64, callbacks=[keras_function, Interrupt(hook), monitor], verbose=0)
+    assert_left_as_found(model, keras_function.function)
+    assert len(monitor.history) == 1  # batch 0; batch 1 was interrupted before the monitor saw its end
     before = model.get_layer("encoder").get_weights()[0].copy()
     model.fit(x_train, x_train, batch_size=64, verbose=0)
-    assert_left_as_found(model, keras_function.function)
-    assert len(monitor.history) == 2
+    assert len(monitor.history) == 1
     assert not np.array_equal(before, model.get_layer("encoder").get_weights()[0])
     model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[keras_function, monitor], verbose=0)
-    assert np.array_equal(monitor.history.steps, [0, 1, 2, 3])
+    assert np.array_equal(monitor.history.steps, [0, 1, 2])
     assert_left_as_found(model, keras_function.function)
+
+
+def test_an_interrupt_between_arming_and_the_call_is_put_back_by_the_next_call(x_train):
+    # The one window the module docstring names: a callback after the monitor, in on_train_batch_begin.
+    model = workbook.autoencoder(None)
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    keras_function = KerasTrainFunction()
+    callbacks = [keras_function, monitor, Interrupt("on_train_batch_begin")]
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x_train, x_train, batch_size=64, callbacks=callbacks, verbose=0)
+    assert model.train_function is not keras_function.function  # left armed for the batch that never ran
+    model.fit(x_train[:128], x_train[:128], batch_size=64, verbose=0)
+    assert_left_as_found(model, keras_function.function)
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[keras_function, monitor], verbose=0)
+    assert np.array_equal(monitor.history.steps, [0, 1, 2])
+    assert_left_as_found(model, keras_function.function)
+
+
+SIGINT_MID_FIT = """
+import json
+import numpy as np
+import keras
+import workbook
+
+x = np.random.default_rng(0).random((2048, 28, 28, 1), dtype=np.float32)
+model = workbook.autoencoder(None, seed=0)
+monitor = workbook.GradientNormMonitor(every=1, live=False)
+
+
+class Found(keras.callbacks.Callback):
+    function = None
+
+    def on_train_begin(self, logs=None):
+        self.function = self.model.train_function
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == 3:
+            print("training", flush=True)
+
+
+found = Found()
+try:
+    model.fit(x, x, batch_size=32, epochs=1000, callbacks=[found, monitor], verbose=0)
+    print(json.dumps({"interrupted": False}))
+except KeyboardInterrupt:
+    state = {
+        "interrupted": True,
+        "records": len(monitor.history),
+        "train_function_is_keras_own": model.train_function is found.function,
+        "train_step_patched_on_the_model": "train_step" in vars(model),
+        "apply_patched_on_the_optimizer": "apply" in vars(model.optimizer),
+    }
+    print(json.dumps(state), flush=True)
+"""
+
+
+def test_a_real_sigint_mid_fit_leaves_the_model_as_found_at_once(tmp_path):
+    errors = tmp_path / "stderr.txt"
+    with errors.open("w") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-c", SIGINT_MID_FIT],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=clean_environment(tmp_path),
+        )
+        try:
+            assert child.stdout.readline().strip() == "training", errors.read_text()[-3000:]
+            time.sleep(1.0)  # well inside the fit: 64 batches an epoch, a thousand epochs
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=120)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 0, errors.read_text()[-3000:]
+    state = json.loads(out.strip().splitlines()[-1])
+    assert state == {
+        "interrupted": True,
+        "records": state["records"],
+        "train_function_is_keras_own": True,
+        "train_step_patched_on_the_model": False,
+        "apply_patched_on_the_optimizer": False,
+    }
+    assert state["records"] > 4
 
 
 def test_headless_monitor_shows_and_prints_nothing(x_train, capsys):
@@ -325,28 +422,54 @@ def test_internal_the_built_in_train_step_hands_its_gradients_to_optimizer_apply
     np.testing.assert_allclose(total, np.sqrt(sum(v**2 for v in expected.values())), rtol=1e-3)
 
 
-class ReplaceTrainFunction(keras.callbacks.Callback):
-    """Swaps model.train_function in on_train_begin and counts the calls fit makes to it."""
+class SwapTrainFunctionPerBatch(keras.callbacks.Callback):
+    """Does what the monitor does: sets model.train_function in on_train_batch_begin to a function
+    that puts the previous one back before running it; counts the calls fit makes to it."""
 
     def __init__(self):
         super().__init__()
         self.calls = 0
 
-    def on_train_begin(self, logs=None):
+    def on_train_batch_begin(self, batch, logs=None):
         original = self.model.train_function
 
         def counted(iterator):
+            self.model.train_function = original
             self.calls += 1
             return original(iterator)
 
         self.model.train_function = counted
 
 
-def test_internal_fit_looks_up_train_function_for_every_batch_after_on_train_begin(x_train):
+def test_internal_fit_looks_up_train_function_for_every_batch_after_on_train_batch_begin(x_train):
     model = workbook.autoencoder(None)
-    counter = ReplaceTrainFunction()
-    model.fit(x_train[:192], x_train[:192], batch_size=64, epochs=2, callbacks=[counter], verbose=0)
+    counter = SwapTrainFunctionPerBatch()
+    keras_function = KerasTrainFunction()
+    model.fit(x_train[:192], x_train[:192], batch_size=64, epochs=2, callbacks=[keras_function, counter], verbose=0)
     assert counter.calls == 6  # 3 batches per epoch, 2 epochs
+    assert model.train_function is keras_function.function
+
+
+def test_internal_make_train_function_builds_from_the_train_step_on_the_model_at_that_moment(x_train):
+    model = workbook.autoencoder(None)
+    model.make_train_function()
+    keras_function = model.train_function
+    steps = []
+
+    def train_step(data):
+        steps.append("traced")
+        return type(model).train_step(model, data)
+
+    model.train_step = train_step
+    try:
+        model.make_train_function(force=True)
+    finally:
+        del model.train_step
+    built, model.train_function = model.train_function, keras_function
+    assert built is not keras_function and not steps  # built, not traced yet
+    dataset = tf.data.Dataset.from_tensor_slices((x_train[:64], x_train[:64])).batch(32)
+    built(iter(dataset))
+    assert steps  # traced from the instance's train_step, although it is gone from the model by now
 
 
 # --- Models that override train_step ------------------------------------------------------
@@ -374,20 +497,22 @@ class GuideModel(keras.Sequential):
 
 
 class ManualSGDModel(keras.Sequential):
-    """A train_step that updates the weights itself, never through the optimizer (as in
-    hand-written loops such as tensorflow.org's "Writing a training loop from scratch")."""
+    """A train_step that needs no compiled loss and updates the weights itself, never through
+    the optimizer (as in hand-written loops such as tensorflow.org's "Writing a training loop
+    from scratch")."""
 
     def train_step(self, data):
         x, y = data
         with tf.GradientTape() as tape:
-            loss = self.compute_loss(y=y, y_pred=self(x, training=True))
+            loss = tf.reduce_mean(tf.square(self(x, training=True) - y))
         gradients = tape.gradient(loss, self.trainable_variables)
         for variable, gradient in zip(self.trainable_variables, gradients, strict=True):
             variable.assign_sub(0.1 * gradient)
         return {"loss": loss}
 
 
-def small_model(model_class):
+def small_model(model_class, seed=0, **compiled):
+    keras.utils.set_random_seed(seed)
     model = model_class(
         [
             keras.Input((28, 28, 1)),
@@ -397,7 +522,7 @@ def small_model(model_class):
             keras.layers.Reshape((28, 28, 1), name="image"),
         ]
     )
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.compile(**({"optimizer": keras.optimizers.SGD(0.1), "loss": "mse"} | compiled))
     return model
 
 
@@ -424,6 +549,40 @@ def test_monitoring_again_after_a_plain_fit_does_not_trace_the_step_again(x_trai
     assert np.array_equal(monitor.history.steps, [0, 1, 2, 3])
 
 
+def test_a_new_monitor_per_fit_does_not_trace_the_step_again_until_the_model_is_compiled_again(x_train):
+    model = small_model(CountsTraces)
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[workbook.GradientNormMonitor(every=1)], verbose=0)
+    traces = TRACES.count(model.name)
+    monitors = [workbook.GradientNormMonitor(every=1) for _ in range(3)]
+    for monitor in monitors:
+        model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
+        assert np.array_equal(monitor.history.steps, [0, 1])
+    assert TRACES.count(model.name) == traces
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")  # a new optimizer: a new step, traced
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitors[0]], verbose=0)
+    assert TRACES.count(model.name) > traces
+    assert np.array_equal(monitors[0].history.steps, [0, 1, 2, 3])
+
+
+def test_two_monitors_in_one_fit_both_record_every_batch_they_are_due(x_train):
+    model = workbook.autoencoder(None, seed=1)
+    expected = gradient_norms(model, x_train[:32])
+    every_batch = workbook.GradientNormMonitor(every=1, live=False)
+    every_third = GradientNormRecorder(every=3)
+    model.fit(x_train, x_train, batch_size=32, shuffle=False, callbacks=[every_batch, every_third], verbose=0)
+    assert np.array_equal(every_batch.history.steps, np.arange(8))  # 256 images in batches of 32
+    assert np.array_equal(every_third.history.steps, [0, 3, 6])
+    np.testing.assert_allclose(
+        every_batch.history.norms[0], [expected[n] for n in every_batch.history.layers], rtol=1e-3
+    )
+    np.testing.assert_array_equal(every_third.history.norms, every_batch.history.norms[[0, 3, 6]])
+    # The same monitor twice is one monitor, not two.
+    twice = workbook.GradientNormMonitor(every=1, live=False)
+    model.fit(x_train[:64], x_train[:64], batch_size=32, callbacks=[twice, every_batch, twice], verbose=0)
+    assert np.array_equal(twice.history.steps, [0, 1])
+    assert np.array_equal(every_batch.history.steps, np.arange(10))
+
+
 def test_an_overridden_train_step_from_keras_guide_is_recorded_from_its_own_gradients(x_train, recwarn):
     keras.utils.set_random_seed(3)
     model = small_model(GuideModel)
@@ -440,66 +599,62 @@ def test_an_overridden_train_step_from_keras_guide_is_recorded_from_its_own_grad
     assert_left_as_found(model, keras_function.function)
 
 
-class WeightsBeforeBatch(keras.callbacks.Callback):
-    def __init__(self, batch):
-        super().__init__()
-        self.batch, self.weights = batch, None
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if batch == self.batch:
-            self.weights = self.model.get_weights()
+def assert_same_model(model, twin):
+    """The same attributes (the same objects where they are the model's own) and the same weights."""
+    assert sorted(vars(model)) == sorted(vars(twin))
+    assert sorted(vars(model.optimizer)) == sorted(vars(twin.optimizer))
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), twin.get_weights(), strict=True))
 
 
-@pytest.fixture
-def fresh_process(monkeypatch):
-    """The monitor says each thing once per process: start this test as a new process would."""
-    monkeypatch.setattr(recording, "_SAID", set())
-
-
-def test_a_train_step_without_the_optimizer_falls_back_to_an_extra_tape_and_says_so_once(x_train, fresh_process):
-    keras.utils.set_random_seed(4)
-    model = small_model(ManualSGDModel)
+def test_a_train_step_past_the_optimizer_without_a_loss_records_nothing_says_why_once_and_trains(x_train):
+    model = small_model(ManualSGDModel, optimizer="sgd")  # compiled without a loss
+    twin = small_model(ManualSGDModel, optimizer="sgd")  # the same model, trained without the monitor
     monitor = workbook.GradientNormMonitor(every=1, live=False)
-    before_second = WeightsBeforeBatch(1)
     keras_function = KerasTrainFunction()
-    with pytest.warns(RuntimeWarning, match="extra GradientTape") as caught:
-        model.fit(
-            x_train[:192],
-            x_train[:192],
-            batch_size=64,
-            shuffle=False,
-            callbacks=[keras_function, before_second, monitor],
-            verbose=0,
-        )
-        model.fit(x_train[:64], x_train[:64], batch_size=64, callbacks=[keras_function, monitor], verbose=0)
+    with pytest.warns(RuntimeWarning, match="never passes its gradients to model.optimizer.apply") as caught:
+        for _ in range(2):
+            model.fit(x_train, x_train, batch_size=64, shuffle=False, callbacks=[keras_function, monitor], verbose=0)
     assert len([w for w in caught if "GradientNormMonitor" in str(w.message)]) == 1
-    # The first batch showed the step never reached the optimizer; the tape records from the second on.
-    assert np.array_equal(monitor.history.steps, [1, 2, 3])
-    reference = small_model(keras.Sequential)
-    reference.set_weights(before_second.weights)
-    expected = gradient_norms(reference, x_train[64:128])
-    np.testing.assert_allclose(monitor.history.norms[0], [expected["hidden"], expected["pixels"]], rtol=1e-3)
+    for _ in range(2):
+        twin.fit(x_train, x_train, batch_size=64, shuffle=False, verbose=0)
+    assert len(monitor.history) == 0 and "optimizer.apply" in monitor.history.not_recorded
+    assert "not recorded" in repr(monitor.history)
     assert_left_as_found(model, keras_function.function)
+    assert_same_model(model, twin)
 
 
-class RestoreKerasTrainFunction(keras.callbacks.Callback):
-    """After the monitor's on_train_begin, puts Keras's own train function back: as if fit had
+def test_in_a_notebook_the_live_caption_says_why_nothing_is_recorded_and_stderr_stays_empty(
+    x_train, notebook, recwarn, capfd
+):
+    model = small_model(ManualSGDModel, optimizer="sgd")
+    monitor = workbook.GradientNormMonitor(every=1, live=True, refresh_seconds=0)
+    model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=[monitor], verbose=0)
+    assert not [w for w in recwarn if "GradientNormMonitor" in str(w.message)]
+    assert capfd.readouterr().err == ""
+    image, caption = notebook
+    assert "never passes its gradients to model.optimizer.apply" in caption.bundles[-1]["text/html"]
+    assert "never passes its gradients to model.optimizer.apply" in image.bundles[-1]["text/plain"]
+    assert len(monitor.history) == 0
+
+
+class RestoreTrainFunctionAtBatchBegin(keras.callbacks.Callback):
+    """Listed after the monitor, puts back the train function the fit began with: as if fit had
     kept the function it built instead of looking up model.train_function for each batch."""
 
     def __init__(self, keras_function):
         super().__init__()
         self.keras_function = keras_function
 
-    def on_train_begin(self, logs=None):
+    def on_train_batch_begin(self, batch, logs=None):
         self.model.train_function = self.keras_function.function
 
 
-def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_records_nothing(x_train, fresh_process):
+def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_records_nothing(x_train):
     model = workbook.autoencoder(None)
     monitor = workbook.GradientNormMonitor(every=1, live=False)
     keras_function = KerasTrainFunction()
-    callbacks = [keras_function, monitor, RestoreKerasTrainFunction(keras_function)]
-    with pytest.warns(RuntimeWarning, match="did not run the train function the monitor installed") as caught:
+    callbacks = [keras_function, monitor, RestoreTrainFunctionAtBatchBegin(keras_function)]
+    with pytest.warns(RuntimeWarning, match="did not call the train function the monitor set") as caught:
         for _ in range(2):
             model.fit(x_train[:128], x_train[:128], batch_size=64, callbacks=callbacks, verbose=0)
     assert len([w for w in caught if "GradientNormMonitor" in str(w.message)]) == 1

@@ -37,7 +37,10 @@ class GradientNormMonitor(GradientNormRecorder):
 
     Introduced in 04_autoencoder_lab.ipynb. Uses the training step's own
     gradients (see :mod:`workbook.recording` for how), so it adds almost nothing
-    to the cost of ``fit``.
+    to the cost of ``fit``, a new monitor per ``fit`` included. Where it can
+    record nothing (a ``train_step`` that updates the weights without
+    ``model.optimizer.apply``), the live figure's caption says why, or, with no
+    figure, one RuntimeWarning; ``fit`` runs as without it.
 
     Parameters
     ----------
@@ -80,8 +83,8 @@ class GradientNormMonitor(GradientNormRecorder):
     # -- Keras hooks: the recorder's, then the live figure ----------------------
 
     def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
         self._screen = _LiveFigure(self.refresh_seconds) if self.live and in_notebook() else None
+        super().on_train_begin(logs)
         if self._screen is not None:
             self._screen.show(self.history)
 
@@ -97,15 +100,23 @@ class GradientNormMonitor(GradientNormRecorder):
             self._screen.show(self.history, final=True)
             self._screen = None
 
+    def _say(self, reason):
+        """Why nothing is recorded: in the live figure's caption where there is one (no stderr), else a warning."""
+        if self._screen is None:
+            super()._say(reason)
+        elif self._screen.image is not None:
+            self._screen.show(self.history, final=True)
+
 
 def describe(history):
     """One line for the live caption: the last record of every layer."""
     if not len(history):
-        return "Gradient norms: waiting for the first training step"
+        return history.not_recorded or "Gradient norms: waiting for the first training step"
     parts = []
     for name, norm, dead in zip(history.layers, history.norms[-1], history.no_gradient[-1], strict=True):
         parts.append(f"{name}: no gradient" if dead else f"{name}: {norm:.3g}")
-    return f"Gradient norms at step {history.steps[-1]}: " + "; ".join(parts)
+    text = f"Gradient norms at step {history.steps[-1]}: " + "; ".join(parts)
+    return f"{text}. {history.not_recorded}" if history.not_recorded else text
 
 
 class _LiveFigure:
