@@ -209,8 +209,11 @@ def test_readme_describes_every_public_name_and_no_other():
 
 COLAB_BADGE = re.compile(
     r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]"
-    r"\(https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w./-]+?)/notebooks/([\w.-]+\.ipynb)\)"
+    r"\(https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w./-]+?)/"
+    r"(?:notebooks|course/release/[\w.-]+)/([\w.-]+\.ipynb)\)"
 )
+# A notebook whose exercises a student should do without the worked solutions opens its release copy.
+STUDENT_BADGES = {"06_beyond_straight_through.ipynb"}
 INSTALL_LINE = re.compile(r'"git\+https://github\.com/([\w.-]+/[\w.-]+)@([\w./-]+)"')
 
 
@@ -241,6 +244,11 @@ def test_notebook_opens_with_its_own_colab_badge_and_installs_the_workbook_from_
     assert badge, f"{path.name}: the first cell's last line should be its Open in Colab badge"
     repository, ref, name = badge.groups()
     assert (repository, name) == (binder_repository(), path.name)
+    release = f"course/release/{path.stem}/{path.name}"
+    if path.name in STUDENT_BADGES:
+        assert f"/blob/{ref}/{release})" in badge.group(0) and (ROOT / release).exists(), (
+            f"{path.name}: the badge should open the student version, {release}"
+        )
     setup = notebook_setup_source(notebook)
     install = INSTALL_LINE.search(setup)
     assert install, f"{path.name}: the Setup cell should install the workbook from git+https://github.com/..."
