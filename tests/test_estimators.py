@@ -624,7 +624,7 @@ def test_compare_bottlenecks_reports_codebook_usage_only_for_a_codebook(digits):
         show=False,
     )
     model = runs["vq"].model
-    inputs = keras.Model(model.inputs, model.get_layer("pool").output).predict(x_test[:64], verbose=0)
+    inputs = keras.Model(model.inputs[0], model.get_layer("pool").output).predict(x_test[:64], verbose=0)
     assert (runs["vq"].codes_used, runs["vq"].n_codes) == (model.get_layer("bottleneck").usage(inputs)[0], 8)
     assert 1 <= runs["vq"].perplexity <= runs["vq"].codes_used
     assert runs["st"].codes_used is None and runs["st"].perplexity is None

@@ -55,7 +55,7 @@ def codebook_usage(model, x):
     layer = model.get_layer("bottleneck")
     if not hasattr(layer, "usage"):
         return None, None, None
-    inputs = keras.Model(model.inputs, layer.input).predict(x, batch_size=256, verbose=0)
+    inputs = keras.Model(model.inputs[0], layer.input).predict(x, batch_size=256, verbose=0)
     return (*layer.usage(inputs), layer.n_codes)
 
 
