@@ -587,6 +587,7 @@ def test_leave_one_out_model_trains_on_every_draw_with_the_others_as_baseline(di
     np.testing.assert_allclose(
         tape.gradient(term, kernel).numpy(), tape.gradient(manual, kernel).numpy(), rtol=1e-4, atol=1e-8
     )
+    assert model(x, training=True).shape == x.shape  # a plain forward pass: one draw per image
     history = model.fit(x_train[:128], x_train[:128], epochs=1, batch_size=64, verbose=0)
     assert np.isfinite(history.history["loss"][0]) and float(layer.baseline.numpy()) == 0  # no moving average
 

@@ -115,9 +115,11 @@ class DiscreteBottleneck(keras.layers.Layer):
         return self.estimator in SCORE_FUNCTIONS
 
     def call(self, inputs, training=False):
-        if training:
+        # A score function's sample carries no gradient, so one hard draw per example is all a plain
+        # forward pass needs; ScoreFunctionAutoencoder's train step draws the rest through sample().
+        if training and self.estimator not in SCORE_FUNCTIONS:
             return self.sample(inputs)[0]
-        if self.test_latent == "mode":
+        if self.test_latent == "mode" and not training:
             return latent_mode(inputs, self.latent)
         hard, _ = sample_latent(inputs, self.latent, "score_function", seed=self.seed_generator)
         return hard
