@@ -393,3 +393,17 @@ def test_live_gradient_plot_updates_in_place(session):
             f"{red} red marker pixels; caption: {text}"
         )
         figures_as_shown(tab, "04")
+
+
+# -- 06: every figure of the estimators' lesson legible at the size shown -----------------
+
+BEYOND = "06_beyond_straight_through.ipynb"
+
+
+@pytest.mark.timeout(900, method="signal")  # eleven autoencoders, even turned down, on a shared CPU
+def test_beyond_straight_through_runs_and_shows_its_figures_legibly(session):
+    with opened(session, BEYOND) as tab:
+        run_everything(tab, timeout=840)
+        scales = figures_as_shown(tab, "06")
+        # the bias-variance figure, then three figures for each of the three comparisons
+        assert len(scales) == 1 + 3 * 3, scales

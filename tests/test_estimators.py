@@ -37,7 +37,7 @@ def test_bernoulli_samples_are_bits_with_probability_sigmoid_of_the_logit(estima
     logits = np.array([-2.0, -0.5, 0.0, 0.7, 3.0])
     tiled = tf.constant(np.tile(logits, (20_000, 1)))
     z, _ = sample_latent(tiled, "bernoulli", estimator, seed=4)
-    z = z.numpy()
+    z = z.numpy().reshape(-1, len(logits))  # leave-one-out: its 2 draws per example stacked
     assert set(np.unique(z)) <= {0.0, 1.0}
     p = sigmoid(logits)
     # binomial standard error of a frequency over 20,000 draws; 5 of them
@@ -182,11 +182,12 @@ def test_straight_through_is_biased_well_beyond_its_noise():
     assert result.bias_norm > 5 * result.noise_floor
 
 
-@pytest.mark.parametrize("estimator", ["gumbel_softmax", "gumbel_softmax_st"])
 @pytest.mark.parametrize("latent", ["bernoulli", "categorical"])
-def test_gumbel_softmax_bias_shrinks_and_variance_grows_as_tau_goes_to_zero(estimator, latent):
+def test_soft_gumbel_softmax_bias_shrinks_and_variance_grows_as_tau_goes_to_zero(latent):
     problem = make_problem(latent, n_latents=6 if latent == "bernoulli" else 4, seed=0)
-    sweep = [measure_bias_and_variance(estimator, problem, n_samples=4000, tau=tau) for tau in (2.0, 1.0, 0.5, 0.25)]
+    sweep = [
+        measure_bias_and_variance("gumbel_softmax", problem, n_samples=4000, tau=tau) for tau in (2.0, 1.0, 0.5, 0.25)
+    ]
     biases = [r.bias_norm for r in sweep]
     variances = [r.variance for r in sweep]
     assert all(b > a for a, b in itertools.pairwise(variances)), variances
@@ -198,6 +199,136 @@ def test_gumbel_softmax_bias_shrinks_and_variance_grows_as_tau_goes_to_zero(esti
         ), biases
 
 
+def quartic_reference(problem):
+    """(exact gradient, straight-through Gumbel-softmax limit) of a quartic Bernoulli problem, in NumPy alone."""
+    weights, target, logits = problem.weights, problem.target, problem.logits
+    n = len(logits)
+    p = sigmoid(logits)
+    outcomes = np.array(list(itertools.product((0.0, 1.0), repeat=n)))
+
+    def f(z):
+        return np.mean((z @ weights.T - target) ** 4, axis=-1) / 10
+
+    def slope(z):  # d f / d z, by hand: 4/10 mean over outputs of r^3 W
+        return 0.4 * ((z @ weights.T - target) ** 3) @ weights / len(target)
+
+    exact, limit = np.zeros(n), np.zeros(n)
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        for rest in itertools.product((0.0, 1.0), repeat=n - 1):
+            weight = np.prod([p[j] if v else 1 - p[j] for j, v in zip(others, rest, strict=True)])
+            z0, z1 = np.zeros(n), np.zeros(n)
+            z0[others] = z1[others] = rest
+            z1[i] = 1
+            exact[i] += weight * p[i] * (1 - p[i]) * (f(z1[None])[0] - f(z0[None])[0])
+            limit[i] += weight * p[i] * (1 - p[i]) * (slope(z0)[i] + slope(z1)[i]) / 2
+    assert outcomes.shape == (2**n, n)
+    return exact, limit
+
+
+def test_quartic_problem_its_exact_gradient_and_the_straight_through_gumbel_limit_match_numpy():
+    problem = make_problem("bernoulli", n_latents=5, seed=3, objective="quartic")
+    z = np.random.default_rng(0).integers(0, 2, (7, 5)).astype(float)
+    np.testing.assert_allclose(
+        np.asarray(problem.loss(z)), np.mean((z @ problem.weights.T - problem.target) ** 4, axis=1) / 10, rtol=1e-12
+    )
+    exact, limit = quartic_reference(problem)
+    np.testing.assert_allclose(problem.exact_gradient(), exact, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(problem.straight_through_gumbel_limit(), limit, rtol=1e-9, atol=1e-12)
+    assert np.linalg.norm(limit - exact) > 0.05 * np.linalg.norm(exact)  # the trapezoid rule is off on a quartic
+    quadratic = make_problem("bernoulli", n_latents=5, seed=3)
+    np.testing.assert_allclose(quadratic.straight_through_gumbel_limit(), quadratic.exact_gradient(), atol=1e-12)
+
+
+def test_straight_through_gumbel_softmax_tends_to_its_trapezoid_limit_and_the_soft_one_to_the_exact_gradient():
+    problem = make_problem("bernoulli", n_latents=6, seed=0, objective="quartic")
+    _, limit = quartic_reference(problem)
+    exact = problem.exact_gradient()
+    st = measure_bias_and_variance("gumbel_softmax_st", problem, n_samples=100_000, tau=0.05, seed=5)
+    soft = measure_bias_and_variance("gumbel_softmax", problem, n_samples=100_000, tau=0.05, seed=5)
+    # within 4.5 standard errors, plus the O(tau) distance that is left at tau = 0.05
+    assert np.all(np.abs(st.mean - limit) <= 4.5 * st.standard_error + 0.02 * np.linalg.norm(exact))
+    assert st.bias_norm > 5 * st.noise_floor
+    assert soft.bias_norm < st.bias_norm - 3 * np.hypot(soft.noise_floor, st.noise_floor)
+
+
+def exact_score_reference(problem):
+    """Per outcome: probability, loss and score grad log p, for a Bernoulli problem, in NumPy alone."""
+    p = sigmoid(problem.logits)
+    outcomes = np.array(list(itertools.product((0.0, 1.0), repeat=len(p))))
+    probs = np.prod(np.where(outcomes == 1, p, 1 - p), axis=1)
+    losses = np.mean((outcomes @ problem.weights.T - problem.target) ** 2, axis=1)
+    return probs, losses, outcomes - p
+
+
+def test_optimal_baseline_and_score_function_variance_match_their_formulas_and_the_measurement():
+    problem = make_problem("bernoulli", n_latents=4, seed=2)
+    probs, losses, scores = exact_score_reference(problem)
+    squared = np.sum(scores**2, axis=1)
+    b_star = np.sum(probs * losses * squared) / np.sum(probs * squared)
+    assert problem.optimal_baseline() == pytest.approx(b_star, rel=1e-10)
+    gradient = np.sum(probs[:, None] * losses[:, None] * scores, axis=0)
+    np.testing.assert_allclose(problem.exact_gradient(), gradient, rtol=1e-10)
+    for b in (0.0, b_star, 3 * b_star):
+        expected = np.sum(probs * (losses - b) ** 2 * squared) - np.sum(gradient**2)
+        assert problem.score_function_variance(b) == pytest.approx(expected, rel=1e-10)
+        measured = measure_bias_and_variance("score_function", problem, n_samples=20_000, baseline=b, seed=3)
+        assert abs(measured.variance - expected) < 4.5 * measured.variance_standard_error
+        assert np.all(np.abs(measured.bias) <= 4.5 * measured.standard_error)
+
+
+def test_a_batch_mean_baseline_shrinks_the_gradient_by_one_over_the_batch_and_leave_one_out_does_not():
+    problem = make_problem("bernoulli", n_latents=6, seed=0)
+    probs, losses, scores = exact_score_reference(problem)
+    exact = np.sum(probs[:, None] * losses[:, None] * scores, axis=0)
+    for group in (2, 8):
+        batch = measure_bias_and_variance("score_function", problem, 40_000, baseline="batch_mean", samples=group)
+        assert np.all(np.abs(batch.mean - (1 - 1 / group) * exact) <= 4.5 * batch.standard_error)
+        assert batch.bias_norm > 4 * batch.noise_floor
+        loo = measure_bias_and_variance("score_function_loo", problem, 40_000, samples=group, seed=1)
+        assert np.all(np.abs(loo.mean - exact) <= 4.5 * loo.standard_error), (loo.mean - exact) / loo.standard_error
+
+
+@pytest.mark.parametrize("latent,n_latents", [("bernoulli", 8), ("categorical", 4)])
+def test_leave_one_out_score_function_is_unbiased_against_the_exact_gradient(latent, n_latents):
+    problem = make_problem(latent, n_latents=n_latents, seed=6)
+    result = measure_bias_and_variance("score_function_loo", problem, n_samples=8000, samples=3, seed=2)
+    assert result.samples == 3 and result.label == "score_function_loo (3 samples)"
+    assert np.all(np.abs(result.bias) <= 4.5 * result.standard_error), result.bias / result.standard_error
+
+
+def test_leave_one_out_estimate_is_the_kool_et_al_formula_on_given_draws():
+    # (1/K) sum_k (f_k - mean_{j != k} f_j) grad log p_k, written out for K = 3 draws of one bit
+    logit = tf.Variable([0.4])
+    with tf.GradientTape() as tape:
+        z, log_prob = sample_latent(logit, "bernoulli", "score_function_loo", samples=3, seed=8)
+        losses = tf.reshape((z - 0.3) ** 2, (3,))
+        baseline = workbook.estimators.leave_one_out_baseline(losses)
+        term = tf.reduce_mean(tf.stop_gradient(losses - baseline) * tf.reshape(log_prob, (3,)))
+    bits, p = z.numpy().ravel(), sigmoid(0.4)
+    f = (bits - 0.3) ** 2
+    expected = np.mean([(f[k] - np.mean(np.delete(f, k))) * (bits[k] - p) for k in range(3)])
+    np.testing.assert_allclose(tape.gradient(term, logit).numpy(), [expected], rtol=1e-6)
+    np.testing.assert_allclose(baseline.numpy(), [(f.sum() - f[k]) / 2 for k in range(3)], rtol=1e-6)
+
+
+def test_samples_adds_a_first_axis_of_independent_draws():
+    logits = np.zeros((4, 5))
+    z, log_prob = sample_latent(logits, "bernoulli", "straight_through", samples=3, seed=1)
+    assert z.shape == (3, 4, 5) and log_prob.shape == (3, 4, 5)
+    assert not np.array_equal(z.numpy()[0], z.numpy()[1])
+    z, _ = sample_latent(logits, "categorical", "score_function_loo", seed=1)  # two draws by default
+    assert z.shape == (2, 4, 5)
+    with pytest.raises(ValueError, match="samples=1 must be a whole number from 2"):
+        sample_latent(logits, "bernoulli", "score_function_loo", samples=1)
+    with pytest.raises(ValueError, match="samples=2 draws per example are used only by"):
+        DiscreteBottleneck("bernoulli", "score_function", samples=2)
+    with pytest.raises(ValueError, match="objective='cubic'"):
+        make_problem(objective="cubic")
+    with pytest.raises(ValueError, match="restart_after=0"):
+        VectorQuantizer(restart_after=0)
+
+
 def test_measure_estimators_covers_every_estimator_and_every_tau():
     results = workbook.measure_estimators(make_problem("bernoulli", n_latents=3), taus=(0.5, 1.0), n_samples=50)
     assert [r.label for r in results] == [
@@ -207,9 +338,15 @@ def test_measure_estimators_covers_every_estimator_and_every_tau():
         "gumbel_softmax_st (tau=0.5)",
         "gumbel_softmax_st (tau=1)",
         "score_function",
+        "score_function_loo (2 samples)",
     ]
-    figure = workbook.plot_bias_variance(results)
-    assert len(figure.axes) == 1 and figure.axes[0].get_xscale() == "log"
+    figure = workbook.plot_bias_variance(results, batch_size=16)
+    assert len(figure.axes) == 3 and all(ax.get_xscale() == "log" for ax in figure.axes)
+    assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["0.5", "1"]  # tau on the axis, legible
+    error = results[0].gradient_error(16)
+    assert error == pytest.approx(
+        max(results[0].bias_norm ** 2 - results[0].variance / 50, 0) + results[0].variance / 16
+    )
 
 
 # --- the exercise's self-check, with implementations from public sources ------------------------
@@ -343,8 +480,11 @@ TRAINING_CASES = {
     "categorical gumbel_softmax": (lambda: DiscreteBottleneck("categorical", "gumbel_softmax", seed=0), 5),
     "categorical gumbel_softmax_st": (lambda: DiscreteBottleneck("categorical", "gumbel_softmax_st", seed=0), 5),
     "categorical score_function": (lambda: DiscreteBottleneck("categorical", "score_function", seed=0), 10),
+    "categorical score_function_loo": (lambda: DiscreteBottleneck("categorical", "score_function_loo", seed=0), 5),
+    "bernoulli score_function_loo": (lambda: DiscreteBottleneck("bernoulli", "score_function_loo", seed=0), 6),
     "bernoulli gumbel_softmax_st": (lambda: DiscreteBottleneck("bernoulli", "gumbel_softmax_st", seed=0), 5),
     "vector quantiser": (lambda: VectorQuantizer(n_codes=32), 5),
+    "vector quantiser, 10 codes restarted": (lambda: VectorQuantizer(n_codes=10, restart_after=5), 5),
 }
 
 
@@ -387,8 +527,10 @@ def test_plain_models_keep_the_relu_encoder_and_sequential_class():
         lambda: DiscreteBottleneck("categorical", "score_function", seed=3, test_latent="mode"),
         lambda: DiscreteBottleneck("bernoulli", "gumbel_softmax", tau=0.5, seed=3, test_latent="mode"),
         lambda: VectorQuantizer(n_codes=8, commitment=0.5),
+        lambda: DiscreteBottleneck("bernoulli", "score_function_loo", samples=3, seed=3, test_latent="mode"),
+        lambda: VectorQuantizer(n_codes=8, restart_after=2),
     ],
-    ids=["score_function", "gumbel_softmax", "vector_quantiser"],
+    ids=["score_function", "gumbel_softmax", "vector_quantiser", "score_function_loo", "restarting_quantiser"],
 )
 def test_saves_and_loads_in_safe_mode_and_keeps_training(bottleneck, digits, tmp_path):
     x_train, x_test = digits
@@ -421,3 +563,69 @@ def test_compare_bottlenecks_trains_discrete_bottlenecks_with_live_gradient_norm
         assert np.all(run.gradients.norms[:, run.gradients.layers.index("encoder")] > 0)
     codebook = runs["vector quantiser"].gradients
     assert np.all(codebook.norms[:, codebook.layers.index("bottleneck")] > 0)  # the codebook learns
+
+
+def test_leave_one_out_model_trains_on_every_draw_with_the_others_as_baseline(digits):
+    x_train, _ = digits
+    x = x_train[:32]
+    model = workbook.autoencoder(DiscreteBottleneck("bernoulli", "score_function_loo", samples=2, seed=0))
+    assert isinstance(model, ScoreFunctionAutoencoder)
+    layer = model.get_layer("bottleneck")
+    # The encoder's gradient, against Kool et al.'s formula written out on the same draws:
+    # mean over the 2 x 32 draws of (f_k - f_other) * grad log p_k, log p by hand from the logits.
+    encoder, decoder = keras.Sequential(model.layers[:2]), keras.Sequential(model.layers[3:])
+    with tf.GradientTape(persistent=True) as tape:
+        logits = encoder(x)
+        codes, log_prob = layer.sample(logits)
+        losses = tf.reduce_mean((decoder(codes) - tf.concat([x, x], axis=0)) ** 2, axis=[1, 2, 3])
+        term = layer.score_function_loss(losses, log_prob)
+        bits = tf.reshape(codes, (2, 32, *logits.shape[1:]))
+        log_p = tf.reduce_sum(bits * tf.math.log_sigmoid(logits) + (1 - bits) * tf.math.log_sigmoid(-logits), [2, 3, 4])
+        f = tf.stop_gradient(tf.reshape(losses, (2, 32)))
+        manual = tf.reduce_mean(tf.stack([f[0] - f[1], f[1] - f[0]]) * log_p)
+    kernel = model.get_layer("encoder").kernel
+    np.testing.assert_allclose(
+        tape.gradient(term, kernel).numpy(), tape.gradient(manual, kernel).numpy(), rtol=1e-4, atol=1e-8
+    )
+    assert model(x, training=True).shape == x.shape  # a plain forward pass: one draw per image
+    history = model.fit(x_train[:128], x_train[:128], epochs=1, batch_size=64, verbose=0)
+    assert np.isfinite(history.history["loss"][0]) and float(layer.baseline.numpy()) == 0  # no moving average
+
+
+def test_codebook_usage_and_perplexity_are_counted_from_the_nearest_codes():
+    layer = VectorQuantizer(n_codes=6, seed=4)
+    x = tf.constant(np.random.default_rng(2).uniform(0, 1, (50, 3)).astype("float32"))
+    layer.build(x.shape)
+    codebook = layer.codebook.numpy()
+    assigned = ((x.numpy()[:, None, :] - codebook) ** 2).sum(-1).argmin(1)
+    frequencies = np.bincount(assigned, minlength=6) / 50
+    nonzero = frequencies[frequencies > 0]
+    used, perplexity = layer.usage(x)
+    assert used == len(nonzero)
+    assert perplexity == pytest.approx(np.exp(-np.sum(nonzero * np.log(nonzero))), rel=1e-5)
+
+
+def test_restarting_moves_codes_idle_for_restart_after_steps_onto_encoder_outputs():
+    layer = VectorQuantizer(n_codes=4, seed=0, restart_after=2)
+    x = tf.constant(np.full((8, 3), 5.0, "float32"))  # every vector far away: only one code is ever nearest
+    layer.build(x.shape)
+    layer(x, training=True)
+    assert layer.usage(x)[0] == 1 and not np.any(np.all(layer.codebook.numpy() == 5.0, axis=1))
+    layer(x, training=True)  # the second idle step: the three unused codes jump onto the inputs
+    np.testing.assert_array_equal(np.sum(np.all(layer.codebook.numpy() == 5.0, axis=1)), 3)
+
+
+def test_compare_bottlenecks_reports_codebook_usage_only_for_a_codebook(digits):
+    x_train, x_test = digits
+    runs = workbook.compare_bottlenecks(
+        {"vq": VectorQuantizer(n_codes=8), "st": DiscreteBottleneck("categorical", seed=0)},
+        epochs=1,
+        x_train=x_train[:128],
+        x_test=x_test[:64],
+        show=False,
+    )
+    model = runs["vq"].model
+    inputs = keras.Model(model.inputs[0], model.get_layer("pool").output).predict(x_test[:64], verbose=0)
+    assert (runs["vq"].codes_used, runs["vq"].n_codes) == (model.get_layer("bottleneck").usage(inputs)[0], 8)
+    assert 1 <= runs["vq"].perplexity <= runs["vq"].codes_used
+    assert runs["st"].codes_used is None and runs["st"].perplexity is None

@@ -30,6 +30,11 @@ class BottleneckRun:
     warnings : list of str
         What Keras warned while this variant trained (e.g. "Gradients do not exist for
         variables [...]"), kept here instead of printed in the middle of the figures.
+    codes_used, perplexity : int and float, or None
+        For a bottleneck with a codebook (``workbook.VectorQuantizer``): how many of its codes
+        the test images use, and the perplexity of their frequencies (06_beyond_straight_through.ipynb).
+    n_codes : int or None
+        The codebook's size.
     """
 
     label: str
@@ -38,6 +43,20 @@ class BottleneckRun:
     gradients: object
     test_mse: float
     warnings: list = field(default_factory=list)
+    codes_used: object = None
+    perplexity: object = None
+    n_codes: object = None
+
+
+def codebook_usage(model, x):
+    """(codes used, perplexity, n_codes) of ``model``'s codebook bottleneck on images ``x``; Nones without one."""
+    import keras
+
+    layer = model.get_layer("bottleneck")
+    if not hasattr(layer, "usage"):
+        return None, None, None
+    inputs = keras.Model(model.inputs[0], layer.input).predict(x, batch_size=256, verbose=0)
+    return (*layer.usage(inputs), layer.n_codes)
 
 
 def check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test):
@@ -105,6 +124,7 @@ def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, ev
             monitor.history,
             float(np.mean((reconstruction - x_test) ** 2)),
             sorted({str(warning.message) for warning in caught}),
+            *codebook_usage(model, x_test),
         )
     return runs
 
@@ -124,3 +144,19 @@ def gradient_norms(model, x):
         variable.path: None if gradient is None else float(tf.norm(gradient))
         for variable, gradient in zip(model.trainable_variables, gradients, strict=True)
     }
+
+
+def example_loss_spread(model, x, draws=4):
+    """How much each image's loss varies between images, and between draws of its code.
+
+    Introduced in 06_beyond_straight_through.ipynb. ``model`` has a sampling bottleneck
+    (``workbook.DiscreteBottleneck``, which draws a hard code at test time): each image is
+    reconstructed ``draws`` times. Returns ``(between, within)``: the variance over images of
+    their mean loss, and the mean over images of the variance between their draws. A
+    score function's advantage ``loss - baseline`` with one baseline for all images is
+    mostly ``between``; only ``within`` says which code was better for that image.
+    """
+    losses = np.stack(
+        [np.mean((np.asarray(model(x, training=False)) - x) ** 2, axis=tuple(range(1, x.ndim))) for _ in range(draws)]
+    )
+    return float(losses.mean(axis=0).var(ddof=1)), float(losses.var(axis=0, ddof=1).mean())

@@ -145,9 +145,11 @@ def comparison_figures(runs, x_test, n_images=8):
     cells = grid.subplots(len(labels) + 1, n_images, squeeze=False)
     rows_of_images = [("original", x_test[:n_images])]
     for label in labels:
-        rows_of_images.append(
-            (f"{label}\nMSE {runs[label].test_mse:.4f}", runs[label].model.predict(x_test[:n_images], verbose=0))
-        )
+        run = runs[label]
+        name = f"{label}\nMSE {run.test_mse:.4f}"
+        if run.codes_used is not None:
+            name += f"\n{run.codes_used}/{run.n_codes} codes, perplexity {run.perplexity:.1f}"
+        rows_of_images.append((name, run.model.predict(x_test[:n_images], verbose=0)))
     for r, (name, images) in enumerate(rows_of_images):
         for c in range(n_images):
             cell = cells[r, c]

@@ -15,7 +15,15 @@ import keras
 from keras import ops
 
 from .arguments import is_number, is_whole_number
-from .estimators import check_estimator, check_tau, latent_mode, sample_latent
+from .estimators import (
+    SCORE_FUNCTIONS,
+    check_estimator,
+    check_samples,
+    check_tau,
+    latent_mode,
+    leave_one_out_baseline,
+    sample_latent,
+)
 
 __all__ = ["DiscreteBottleneck", "VectorQuantizer", "ScoreFunctionAutoencoder"]
 
@@ -28,18 +36,23 @@ class DiscreteBottleneck(keras.layers.Layer):
     are described in ``workbook.estimators``: straight-through (Bengio et al. 2013),
     Gumbel-softmax soft and straight-through (Jang, Gu and Poole 2017; Maddison, Mnih
     and Teh 2017), and the score function, REINFORCE, with a moving-average baseline
-    (Williams 1992). The score function needs each example's loss, so a model with it
-    trains through :class:`ScoreFunctionAutoencoder` (``workbook.autoencoder`` picks it).
+    (Williams 1992) or with ``samples`` draws per example, each baselined by the others
+    (``"score_function_loo"``, Kool, van Hoof and Welling 2019). The score functions need
+    each example's loss, so a model with one trains through :class:`ScoreFunctionAutoencoder`
+    (``workbook.autoencoder`` picks it).
 
     Parameters
     ----------
     latent : {"bernoulli", "categorical"}
         One bit per input value, or one class per position among the last axis (one-hot output).
-    estimator : {"straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_function"}
+    estimator : {"straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_function", "score_function_loo"}
     tau : float
         Gumbel-softmax temperature.
     baseline_decay : float in [0, 1)
         The score function's baseline follows each batch's mean loss with this decay.
+    samples : int or None
+        Draws per example while training with ``"score_function_loo"`` (default 2, at least 2);
+        the decoder sees each draw, so a step costs about ``samples`` times as much.
     seed : int or None
         For the sampling noise.
     test_latent : {"sample", "mode"}
@@ -65,9 +78,16 @@ class DiscreteBottleneck(keras.layers.Layer):
         seed=None,
         test_latent="sample",
         name="bottleneck",
+        samples=None,
         **kwargs,
     ):
         check_estimator(estimator, latent, owner="DiscreteBottleneck")
+        samples = check_samples(samples, estimator, owner="DiscreteBottleneck")
+        if samples > 1 and estimator != "score_function_loo":
+            raise ValueError(
+                f"DiscreteBottleneck: samples={samples!r} draws per example are used only by "
+                f"estimator='score_function_loo' (got {estimator!r}); leave samples=None."
+            )
         if test_latent not in ("sample", "mode"):
             raise ValueError(
                 f"DiscreteBottleneck: test_latent={test_latent!r} must be 'sample' (a hard random "
@@ -85,34 +105,57 @@ class DiscreteBottleneck(keras.layers.Layer):
         self.baseline_decay = float(baseline_decay)
         self.seed = None if seed is None else int(seed)
         self.test_latent = test_latent
+        self.samples = samples
         self.seed_generator = keras.random.SeedGenerator(self.seed)
         self.baseline = self.add_weight(shape=(), initializer="zeros", trainable=False, name="baseline")
 
     @property
     def needs_example_losses(self):
-        """True for the score function: training needs each example's loss (see ScoreFunctionAutoencoder)."""
-        return self.estimator == "score_function"
+        """True for the score functions: training needs each example's loss (see ScoreFunctionAutoencoder)."""
+        return self.estimator in SCORE_FUNCTIONS
 
     def call(self, inputs, training=False):
-        if training:
+        # A score function's sample carries no gradient, so one hard draw per example is all a plain
+        # forward pass needs; ScoreFunctionAutoencoder's train step draws the rest through sample().
+        if training and self.estimator not in SCORE_FUNCTIONS:
             return self.sample(inputs)[0]
-        if self.test_latent == "mode":
+        if self.test_latent == "mode" and not training:
             return latent_mode(inputs, self.latent)
         hard, _ = sample_latent(inputs, self.latent, "score_function", seed=self.seed_generator)
         return hard
 
     def sample(self, inputs):
-        """(latent, log-probability of each example's latent), drawn with this layer's estimator."""
-        z, log_prob = sample_latent(inputs, self.latent, self.estimator, self.tau, seed=self.seed_generator)
-        return z, ops.sum(ops.reshape(log_prob, (ops.shape(inputs)[0], -1)), axis=1)
+        """(latent, log-probability of each example's latent), drawn with this layer's estimator.
+
+        With ``samples`` draws per example the latents are stacked draw by draw along the
+        batch axis, ``samples`` times as many rows as ``inputs``, as is ``log_prob``.
+        """
+        draws = self.samples if self.samples > 1 else None
+        z, log_prob = sample_latent(
+            inputs, self.latent, self.estimator, self.tau, seed=self.seed_generator, samples=draws
+        )
+        if draws is not None:
+            z = ops.reshape(z, (-1, *ops.shape(inputs)[1:]))
+        return z, ops.sum(ops.reshape(log_prob, (ops.shape(z)[0], -1)), axis=1)
 
     def score_function_loss(self, example_losses, log_prob):
-        """A term whose gradient is the score-function estimate: mean of (loss - baseline) * grad log p."""
-        advantage = ops.stop_gradient(example_losses - self.baseline)
+        """A term whose gradient is the score-function estimate: mean of (loss - baseline) * grad log p.
+
+        The baseline is the moving average, or for ``"score_function_loo"`` the mean loss of the
+        example's other draws (``example_losses`` and ``log_prob`` stacked as :meth:`sample` does).
+        """
+        if self.estimator == "score_function_loo":
+            losses = ops.reshape(example_losses, (self.samples, -1))
+            baseline = ops.reshape(leave_one_out_baseline(losses), ops.shape(example_losses))
+        else:
+            baseline = self.baseline
+        advantage = ops.stop_gradient(example_losses - baseline)
         return ops.mean(advantage * log_prob)
 
     def update_baseline(self, example_losses):
-        """Move the baseline toward this batch's mean loss (after the step that used it)."""
+        """Move the moving-average baseline toward this batch's mean loss (after the step that used it)."""
+        if self.estimator == "score_function_loo":
+            return
         decay = self.baseline_decay
         self.baseline.assign(decay * self.baseline + (1.0 - decay) * ops.mean(ops.stop_gradient(example_losses)))
 
@@ -128,11 +171,13 @@ class DiscreteBottleneck(keras.layers.Layer):
             "baseline_decay": self.baseline_decay,
             "seed": self.seed,
             "test_latent": self.test_latent,
+            "samples": self.samples,
         }
 
     def __repr__(self):
         tau = f", tau={self.tau:g}" if self.estimator.startswith("gumbel") else ""
-        return f"<DiscreteBottleneck({self.latent!r}, {self.estimator!r}{tau}) name={self.name!r}>"
+        samples = f", samples={self.samples}" if self.samples > 1 else ""
+        return f"<DiscreteBottleneck({self.latent!r}, {self.estimator!r}{tau}{samples}) name={self.name!r}>"
 
 
 @keras.saving.register_keras_serializable(package="workbook")
@@ -147,6 +192,12 @@ class VectorQuantizer(keras.layers.Layer):
     encoder's outputs, and ``commitment * mean((x - stop_gradient(code)) ** 2)``, which
     keeps the encoder near its codes, to the model's loss.
 
+    A code that no encoder output is nearest to gets no codebook gradient and stays where
+    it is: a *dead* code. ``restart_after`` restarts every code unused for that many
+    training steps at a randomly chosen encoder output of the current batch (the random
+    restarts of Dhariwal et al. 2020, Jukebox, arXiv:2005.00341; Łańcucki et al. 2020
+    also use k-means initialisation, and van den Oord et al.'s appendix moving averages).
+
     Parameters
     ----------
     n_codes : int
@@ -154,12 +205,15 @@ class VectorQuantizer(keras.layers.Layer):
     commitment : float
         Weight of the commitment loss (the paper's beta, 0.25).
     seed : int
-        For the initial codebook, uniform in [0, 1).
+        For the initial codebook, uniform in [0, 1), and the restarts.
+    restart_after : int or None
+        Restart a code after this many training steps without a vector assigned to it
+        (None: never, as in the paper).
     name : str
         Default ``"bottleneck"``.
     """
 
-    def __init__(self, n_codes=32, commitment=0.25, seed=0, name="bottleneck", **kwargs):
+    def __init__(self, n_codes=32, commitment=0.25, seed=0, name="bottleneck", restart_after=None, **kwargs):
         if not is_whole_number(n_codes, low=2, high=65536):
             raise ValueError(
                 f"VectorQuantizer: n_codes={n_codes!r} must be a whole number from 2 to 65536, e.g. n_codes=32."
@@ -168,8 +222,15 @@ class VectorQuantizer(keras.layers.Layer):
             raise ValueError(f"VectorQuantizer: commitment={commitment!r} must be a number in [0, 10], e.g. 0.25.")
         if not is_whole_number(seed, low=0):
             raise ValueError(f"VectorQuantizer: seed={seed!r} must be a whole number of at least 0.")
+        if restart_after is not None and not is_whole_number(restart_after, low=1):
+            raise ValueError(
+                f"VectorQuantizer: restart_after={restart_after!r} must be None (never restart a code) "
+                f"or a whole number of training steps of at least 1, e.g. restart_after=20."
+            )
         super().__init__(name=name, **kwargs)
         self.n_codes, self.commitment, self.seed = int(n_codes), float(commitment), int(seed)
+        self.restart_after = None if restart_after is None else int(restart_after)
+        self.seed_generator = keras.random.SeedGenerator(self.seed)
 
     def build(self, input_shape):
         self.codebook = self.add_weight(
@@ -177,6 +238,31 @@ class VectorQuantizer(keras.layers.Layer):
             name="codebook",
             initializer=keras.initializers.RandomUniform(0.0, 1.0, seed=self.seed),
         )
+        if self.restart_after is not None:  # only then: a saved model without restarts keeps its weights
+            self.idle_steps = self.add_weight(shape=(self.n_codes,), initializer="zeros", trainable=False, name="idle")
+
+    def usage(self, inputs):
+        """(codes used, perplexity) of the codes these inputs are assigned to.
+
+        Introduced in 06_beyond_straight_through.ipynb. The perplexity, ``exp`` of the entropy
+        of the codes' frequencies, is how many equally used codes would carry as much
+        information: ``n_codes`` at best, 1 when every vector gets the same code.
+        """
+        counts = ops.sum(ops.one_hot(ops.reshape(self.nearest_codes(inputs), (-1,)), self.n_codes), axis=0)
+        frequencies = counts / ops.sum(counts)
+        entropy = -ops.sum(ops.where(counts > 0, frequencies * ops.log(ops.maximum(frequencies, 1e-30)), 0.0))
+        return int(ops.convert_to_numpy(ops.sum(ops.cast(counts > 0, "int32")))), float(ops.exp(entropy))
+
+    def restart_unused_codes(self, inputs):
+        """Move each code idle for ``restart_after`` steps to a random vector of ``inputs`` (one training step)."""
+        flat = ops.reshape(ops.stop_gradient(inputs), (-1, ops.shape(inputs)[-1]))
+        used = ops.sum(ops.one_hot(ops.reshape(self.nearest_codes(inputs), (-1,)), self.n_codes), axis=0) > 0
+        idle = ops.where(used, 0.0, self.idle_steps + 1.0)
+        dead = idle >= self.restart_after
+        picks = keras.random.randint((self.n_codes,), 0, ops.shape(flat)[0], seed=self.seed_generator)
+        replacement = ops.cast(ops.take(flat, picks, axis=0), self.codebook.dtype)
+        self.codebook.assign(ops.where(dead[:, None], replacement, self.codebook))
+        self.idle_steps.assign(ops.where(dead, 0.0, idle))
 
     def nearest_codes(self, inputs):
         """Index of the nearest code for every vector, shaped like ``inputs`` without its last axis."""
@@ -203,6 +289,8 @@ class VectorQuantizer(keras.layers.Layer):
         )
 
     def call(self, inputs, training=False):
+        if training and self.restart_after is not None:
+            self.restart_unused_codes(inputs)
         codes = self.lookup(inputs)
         if training:
             codebook_loss, commitment_loss = self.codebook_losses(inputs, codes)
@@ -213,10 +301,17 @@ class VectorQuantizer(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        return {**super().get_config(), "n_codes": self.n_codes, "commitment": self.commitment, "seed": self.seed}
+        return {
+            **super().get_config(),
+            "n_codes": self.n_codes,
+            "commitment": self.commitment,
+            "seed": self.seed,
+            "restart_after": self.restart_after,
+        }
 
     def __repr__(self):
-        return f"<VectorQuantizer(n_codes={self.n_codes}, commitment={self.commitment:g}) name={self.name!r}>"
+        restart = "" if self.restart_after is None else f", restart_after={self.restart_after}"
+        return f"<VectorQuantizer(n_codes={self.n_codes}, commitment={self.commitment:g}{restart}) name={self.name!r}>"
 
 
 @keras.saving.register_keras_serializable(package="workbook")
@@ -228,7 +323,9 @@ class ScoreFunctionAutoencoder(keras.Sequential):
     Each step samples the latent, computes each example's mean squared error, and
     minimises ``loss + mean(stop_gradient(example_loss - baseline) * log p(latent))``:
     the decoder gets its ordinary gradient, the encoder the REINFORCE estimate
-    (Williams 1992). The reported ``loss`` is the mean squared error alone.
+    (Williams 1992). A bottleneck with several draws per example (``"score_function_loo"``)
+    stacks them along the batch; the targets are repeated to match, so the decoder learns
+    from every draw. The reported ``loss`` is the mean squared error alone.
     """
 
     def train_step(self, data):
@@ -241,6 +338,7 @@ class ScoreFunctionAutoencoder(keras.Sequential):
                 if getattr(layer, "needs_example_losses", False):
                     outputs, log_prob = layer.sample(outputs)
                     scored.append((layer, log_prob))
+                    y, sample_weight = repeat_targets(y, sample_weight, layer.samples)
                 else:
                     outputs = layer(outputs, training=True)
             loss = self.compute_loss(x=x, y=y, y_pred=outputs, sample_weight=sample_weight, training=True)
@@ -256,3 +354,11 @@ class ScoreFunctionAutoencoder(keras.Sequential):
             if metric.name == "loss":
                 metric.update_state(loss, sample_weight=ops.shape(x)[0])
         return self.compute_metrics(x, y, outputs, sample_weight=sample_weight)
+
+
+def repeat_targets(y, sample_weight, times):
+    """``y`` (and ``sample_weight``) stacked ``times`` times along the batch, as the draws are."""
+    if times == 1:
+        return y, sample_weight
+    y = ops.concatenate([y] * times, axis=0)
+    return y, None if sample_weight is None else ops.concatenate([sample_weight] * times, axis=0)

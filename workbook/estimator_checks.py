@@ -99,7 +99,7 @@ def check_gumbel_softmax_st(fn, taus=(0.3, 1.0, 3.0), n_samples=2000, seed=0, at
         yours = tf.reduce_sum(problem.loss(tf.cast(fn(logits, tf.constant(noise), tau), tf.float64)))
         soft = tf.nn.softmax((logits + noise) / tau)
         hard = tf.one_hot(tf.argmax(logits + noise, axis=-1), 3, dtype=tf.float64)
-        reference = tf.reduce_sum(problem.loss(hard + soft - tf.stop_gradient(soft)))
+        reference = tf.reduce_sum(problem.loss(hard + (soft - tf.stop_gradient(soft))))
     mean_yours = tape.gradient(yours, logits).numpy().mean(axis=0)
     mean_reference = tape.gradient(reference, logits).numpy().mean(axis=0)
     exact = problem.exact_gradient()
