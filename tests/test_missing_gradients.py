@@ -1,0 +1,122 @@
+"""The missing-gradients extension in a real kernel: the error as always, and under it the culprit.
+
+A scratch notebook is run by tests/notebook_runner.py (nbclient, a clean process, a kernel of
+its own). Each cell's outputs are compared with what a student must see: the original error
+first and whole, then the finder's report naming the op and the line of the cell; nothing
+added where the gradient flows, nor for other errors, nor once the extension is unloaded.
+"""
+
+import nbformat
+import notebook_runner
+import pytest
+
+pytestmark = pytest.mark.notebook
+
+SETUP = """\
+%load_ext workbook.missing_gradients
+import workbook
+
+workbook.setup(seed=0)
+import keras
+import numpy as np
+from keras import ops
+
+x = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
+y = np.ones((64, 1), "float32")
+"""
+ALL_CUT = """\
+def rounded(t):
+    return ops.round(t)
+
+cut = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1), keras.layers.Lambda(rounded)])
+cut.compile(optimizer="sgd", loss="mse")
+cut.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+"""
+PARTLY_CUT = """\
+def rounded_middle(t):
+    return ops.round(t)
+
+partly = keras.Sequential(
+    [keras.Input((3,)), keras.layers.Dense(2), keras.layers.Lambda(rounded_middle), keras.layers.Dense(1)]
+)
+partly.compile(optimizer="sgd", loss="mse")
+history = partly.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+print("trained for", len(history.history["loss"]), "epoch")
+"""
+HEALTHY = """\
+healthy = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+healthy.compile(optimizer="sgd", loss="mse")
+healthy.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+healthy.train_on_batch(x[:8], y[:8]);
+"""
+OTHER_ERROR = 'raise ValueError("a mistake that has nothing to do with gradients")'
+UNLOADED = """\
+%unload_ext workbook.missing_gradients
+cut.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+"""
+TRAIN_ON_BATCH = """\
+%load_ext workbook.missing_gradients
+cut.train_on_batch(x[:8], y[:8])
+"""
+
+
+@pytest.fixture(scope="module")
+def cells(tmp_path_factory):
+    """The executed cells of the scratch notebook, by name."""
+    names = ["parameters", "injected parameters", "setup", "all_cut", "partly_cut", "healthy", "other_error"]
+    names += ["unloaded", "train_on_batch"]
+    sources = ["epochs = 1", SETUP, ALL_CUT, PARTLY_CUT, HEALTHY, OTHER_ERROR, UNLOADED, TRAIN_ON_BATCH]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    notebook.cells[0].metadata["tags"] = ["parameters"]
+    path = tmp_path_factory.mktemp("scratch") / "missing_gradients.ipynb"
+    nbformat.write(notebook, path)
+    executed, _ = notebook_runner.execute(path)
+    return dict(zip(names, executed.cells, strict=True))
+
+
+def kinds(cell):
+    return [output["output_type"] if output["output_type"] != "stream" else output["name"] for output in cell.outputs]
+
+
+def report_text(cell):
+    return "".join(o["data"]["text/plain"] for o in cell.outputs if o["output_type"] == "display_data")
+
+
+def test_the_error_comes_first_and_whole_then_the_culprit_with_its_cell_line(cells):
+    cell = cells["all_cut"]
+    assert kinds(cell) == ["error", "stdout", "display_data"], cell.outputs
+    error = cell.outputs[0]
+    assert error["ename"] == "ValueError" and "No gradients provided for any variable" in error["evalue"]
+    assert any("cut.fit(" in line for line in error["traceback"])  # the student's own line, as without the extension
+    assert "first batch (16 rows)" in cell.outputs[1]["text"]
+    report = report_text(cell)
+    assert "Round" in report and "return ops.round(t)" in report, report
+    assert f"cell In[{cell.execution_count}], line 2" in report, report
+    assert "Round" in cell.outputs[2]["data"]["text/html"]
+
+
+def test_a_warning_keeps_its_place_and_the_culprit_follows_the_cells_output(cells):
+    cell = cells["partly_cut"]
+    assert kinds(cell) == ["stderr", "stdout", "stdout", "display_data"], cell.outputs
+    assert "Gradients do not exist for variables" in cell.outputs[0]["text"]
+    assert cell.outputs[1]["text"] == "trained for 1 epoch\n"
+    report = report_text(cell)
+    assert "Round" in report and f"cell In[{cell.execution_count}], line 2" in report and "dense_1" in report, report
+
+
+def test_nothing_changes_where_the_gradient_flows_or_the_error_is_another(cells):
+    assert cells["setup"].outputs == [] and cells["healthy"].outputs == []
+    assert kinds(cells["other_error"]) == ["error"]
+    assert cells["other_error"].outputs[0]["evalue"] == "a mistake that has nothing to do with gradients"
+
+
+def test_unloading_puts_back_the_plain_error(cells):
+    assert kinds(cells["unloaded"]) == ["error"]
+    assert "No gradients provided" in cells["unloaded"].outputs[0]["evalue"]
+
+
+def test_train_on_batch_is_explained_with_its_own_batch(cells):
+    cell = cells["train_on_batch"]
+    assert kinds(cell) == ["error", "stdout", "display_data"], cell.outputs
+    assert "first batch (8 rows)" in cell.outputs[1]["text"]
+    assert f"cell In[{cells['all_cut'].execution_count}], line 2" in report_text(cell)
