@@ -62,7 +62,7 @@ def find_gradient_breaks(target, example, loss=None):
         raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
     followed = prepare(target, example, loss)
     layers = all_layers(target)
-    snapshot = [(v, np.array(v.numpy())) for v in stateful_variables(target)]
+    snapshot = _snapshot(stateful_variables(target))
     attributes = [(layer, dict(vars(layer))) for layer in layers]
     try:
         measurement = _trace_and_measure(followed)
@@ -86,6 +86,16 @@ def find_gradient_breaks(target, example, loss=None):
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
     return report
+
+
+def _snapshot(variables):
+    """(variable, value) of each variable to put back; one a failed fit left unbuilt (no value yet) is skipped."""
+    snapshot = []
+    for variable in variables:
+        value = np.array(variable.numpy())
+        if value.shape == tuple(variable.shape):
+            snapshot.append((variable, value))
+    return snapshot
 
 
 @dataclass

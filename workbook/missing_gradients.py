@@ -156,9 +156,7 @@ def _training_call_in_source(frames):
     """
     import keras
 
-    from workbook.code_origin import is_library
-
-    own = [frame for frame in frames if not is_library(frame.f_code.co_filename)]
+    own = [frame for frame in frames if _is_yours(frame.f_code.co_filename)]
     for frame in reversed(own):
         call = _call_on_line(frame.f_code.co_filename, frame.f_lineno)
         if call is None:
@@ -177,6 +175,13 @@ def _training_call_in_source(frames):
             return None
         return model, example, f"model {model.name!r} and the first batch ({len(example[0])} rows) of this call"
     return None
+
+
+def _is_yours(filename):
+    """Your code: not a library's, or a cell of a terminal IPython (compiled as '<ipython-input-...>')."""
+    from workbook.code_origin import is_library
+
+    return not is_library(filename) or filename.startswith("<ipython-input")
 
 
 def _call_on_line(filename, line):
@@ -198,7 +203,7 @@ def _call_on_line(filename, line):
 
 
 #: What an argument may be made of to be read back: nothing that calls code of yours.
-PLAIN_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Constant, ast.Load, ast.UnaryOp, ast.USub)
+PLAIN_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.Constant, ast.Load, ast.UnaryOp, ast.USub)
 
 
 def _value(node, frame):
@@ -232,10 +237,8 @@ def _own_loop(frames):
     """A note for an optimizer step in a loop of your own: the model to pass to the finder."""
     import keras
 
-    from workbook.code_origin import is_library
-
     for frame in reversed(frames):
-        if is_library(frame.f_code.co_filename):
+        if not _is_yours(frame.f_code.co_filename):
             continue
         models = [name for name, value in frame.f_locals.items() if isinstance(value, keras.Model)]
         if models:
