@@ -203,7 +203,17 @@ def _call_on_line(filename, line):
 
 
 #: What an argument may be made of to be read back: nothing that calls code of yours.
-PLAIN_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.Constant, ast.Load, ast.UnaryOp, ast.USub)
+PLAIN_NODES = (
+    ast.Name,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Slice,
+    ast.Tuple,
+    ast.Constant,
+    ast.Load,
+    ast.UnaryOp,
+    ast.USub,
+)
 
 
 def _value(node, frame):
