@@ -362,7 +362,10 @@ def test_a_discretization_after_a_dense_is_a_finding_never_ok(mode):
     assert tape.gradient(loss, model.layers[0].kernel) is None
     report = workbook.find_gradient_breaks(model, (x, np.ones((4, 1), "float32")))
     assert not report.ok and "ok:" not in str(report), str(report)
-    assert report.culprit.op_type == "Bucketize" and report.culprit.where == "(inside layer bins)", str(report)
+    # Keras 3.8 casts the layer's input to an integer first; later versions bucketize the floats.
+    assert report.culprit.op_type in ("Bucketize", "Cast") and report.culprit.where.startswith("(inside layer "), str(
+        report
+    )
     assert report.layers_without_gradient == ["dense_before"]
 
 
