@@ -71,20 +71,33 @@ def main():
 
 
 def corpus_section():
-    """Each case of the public corpus once, in a fresh build: CPU and wall time of the finder alone."""
+    """Each case of both public corpora once, in a fresh build: CPU and wall time of the finder alone."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
     import finder_corpus
+    import finder_fix_corpus
 
-    timings = []
+    first = []
     for builder in finder_corpus.CASES:
         built = builder()
-        options = built[2] if len(built) > 2 else {}
-        cpu, wall = measure(lambda built=built, options=options: workbook.find_gradient_breaks(*built[:2], **options))
-        timings.append((wall, cpu, builder.__name__))
+        first.append((builder.__name__, built[:2], built[2] if len(built) > 2 else {}))
+    fixes = []
+    for builder in finder_fix_corpus.CASES:
+        built = builder()
+        fixes.append((builder.__name__, (built.broken, built.example), built.options))
+    return _timings_line("public corpus (tests/finder_corpus.py)", first) + _timings_line(
+        "cases the advice is checked on (tests/finder_fix_corpus.py)", fixes
+    )
+
+
+def _timings_line(corpus, cases):
+    timings = []
+    for name, arguments, options in cases:
+        cpu, wall = measure(lambda a=arguments, o=options: workbook.find_gradient_breaks(*a, **o))
+        timings.append((wall, cpu, name))
     walls = [t[0] for t in timings]
     slowest = max(timings)
     return (
-        f"The {len(timings)} cases of the public corpus (tests/finder_corpus.py), each once: median "
+        f"The {len(timings)} cases of the {corpus}, each once: median "
         f"{statistics.median(walls):.2f} s, slowest {slowest[0]:.2f} s wall / {slowest[1]:.2f} s CPU "
         f"(`{slowest[2]}`); {sum(w < 1.0 for w in walls)} of {len(walls)} under 1 s.\n"
     )

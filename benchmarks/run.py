@@ -17,6 +17,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SECTIONS = [
     "import_cost",
     "finder_speed",
+    "missing_gradients_overhead",
     "monitor_overhead",
     "surrogate_overhead",
     "estimator_cost",

@@ -341,3 +341,77 @@ def test_a_layer_off_the_path_is_one_row_naming_all_its_weights():
     report = workbook.find_gradient_breaks(model, example)
     assert len(report.findings) == 1 and report.findings[0].cuts == [f"layer {model.projection.name}"], str(report)
     assert all(v.path in report.findings[0].detail for v in model.projection.trainable_variables)
+
+
+@pytest.mark.parametrize("mode", ["int", "one_hot", "multi_hot", "count"])
+def test_a_discretization_after_a_dense_is_a_finding_never_ok(mode):
+    """Every output mode of Discretization cuts the Dense before it; the tape measures None for it too."""
+    model = keras.Sequential(
+        [
+            keras.Input((3,)),
+            keras.layers.Dense(2, name="dense_before"),
+            keras.layers.Discretization(bin_boundaries=[-0.5, 0.0, 0.5], output_mode=mode, name="bins"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(loss="mse")
+    x = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
+    try:
+        model(x)
+    except ValueError as error:  # Keras 3.8 gives these modes an output shape its next layer refuses
+        pytest.skip(f"Keras {keras.__version__} cannot run Discretization(output_mode={mode!r}) here: {error}")
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=x, y=np.ones((4, 1), "float32"), y_pred=model(x))
+    assert tape.gradient(loss, model.layers[0].kernel) is None
+    report = workbook.find_gradient_breaks(model, (x, np.ones((4, 1), "float32")))
+    assert not report.ok and "ok:" not in str(report), str(report)
+    # Keras 3.8 casts the layer's input to an integer first; later versions bucketize the floats.
+    assert report.culprit.op_type in ("Bucketize", "Cast") and report.culprit.where.startswith("(inside layer "), str(
+        report
+    )
+    assert report.layers_without_gradient == ["dense_before"]
+
+
+class StopsRecording(keras.Model):
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            with tape.stop_recording():  # the line the finder must name
+                loss = ops.mean((y - y_pred) ** 2)
+        gradients = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(gradients, self.trainable_variables, strict=True))
+        return {"loss": loss}
+
+
+def test_tape_stop_recording_is_found_with_its_line():
+    inputs = keras.Input((3,))
+    model = StopsRecording(inputs, keras.layers.Dense(1, name="head")(inputs))
+    model.compile(optimizer="sgd")
+    x, y = np.ones((4, 3), "float32"), np.ones((4, 1), "float32")
+    report = workbook.find_gradient_breaks(model, (x, y))
+    lines, start = inspect.getsourcelines(StopsRecording.train_step)
+    line = start + next(i for i, text in enumerate(lines) if "stop_recording" in text)
+    assert not report.ok
+    assert (report.culprit.reason, report.culprit.line) == ("not_recorded", line), str(report)
+    assert report.culprit.cuts == ["layer head"] and "stop_recording" in report.culprit.code
+
+
+def test_a_python_if_on_a_tensor_names_the_comparison_that_picks_the_branch():
+    @tf.function
+    def branch(x):
+        if tf.reduce_sum(x) > 0.0:  # the comparison the finder must name
+            return tf.ones((2,))
+        return tf.zeros((2,))
+
+    x = tf.constant([[1.0, 2.0]])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        value = tf.reduce_sum(branch(x))
+    assert tape.gradient(value, x) is None
+    report = workbook.find_gradient_breaks(branch, x)
+    lines, start = inspect.getsourcelines(branch.python_function)
+    line = start + next(i for i, text in enumerate(lines) if "reduce_sum(x) > 0.0" in text)
+    culprit = report.culprit
+    assert (culprit.op_type, culprit.reason, culprit.line) == ("Greater", "branch_condition", line), str(report)

@@ -7,6 +7,7 @@ promises to keep it.
 """
 
 import gradient_killers
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -41,6 +42,31 @@ def soft_one_hot(logits):
 
 def adjust_contrast(x):
     return tf.image.adjust_contrast(tf.reshape(x, (1, 2, 2, 3)), 2.0)
+
+
+def one_hot_sample(x):
+    return tf.one_hot(tf.random.categorical(x, 1, seed=0)[:, 0], 3) * VALUES
+
+
+def relaxed_sample(x):
+    return workbook.sample_latent(x, "categorical", "gumbel_softmax_st", tau=0.5, seed=0)[0] * VALUES
+
+
+def as_image(x, shape):
+    return tf.reshape(x, shape)
+
+
+def slope_penalty(resize, shape):
+    """The squared slope of sum(sin(resize(image))) with respect to the image: a second derivative."""
+
+    def penalty(x):
+        image = as_image(x, shape)
+        with tf.GradientTape() as inner:
+            inner.watch(image)
+            value = tf.reduce_sum(tf.sin(resize(image)))
+        return tf.reduce_sum(inner.gradient(value, image) ** 2)
+
+    return penalty
 
 
 def python_if(x):
@@ -135,6 +161,54 @@ FIXES = [
         lambda x: workbook.surrogate(lambda t: tf.numpy_function(lambda a: a * 2.0, [t], tf.float32), constant(2.0))(x),
         True,
     ),
+    (
+        "op",
+        "Multinomial",
+        "workbook.sample_latent(logits, 'categorical', 'gumbel_softmax_st'",
+        one_hot_sample,
+        relaxed_sample,
+        False,
+    ),
+    (
+        "op",
+        "StatelessMultinomial",
+        "workbook.sample_latent(logits, 'categorical', 'gumbel_softmax_st'",
+        lambda x: tf.one_hot(tf.random.stateless_categorical(x, 1, seed=(1, 2))[:, 0], 3) * VALUES,
+        relaxed_sample,
+        False,
+    ),
+    (
+        "op",
+        "RandomShuffle",
+        "tf.gather(x, tf.random.shuffle(tf.range(tf.shape(x)[0])))",
+        lambda x: tf.random.shuffle(x, seed=0) * VALUES,
+        lambda x: tf.gather(x, tf.random.shuffle(tf.range(tf.shape(x)[0]), seed=0)) * VALUES,
+        False,
+    ),
+    (
+        "op",
+        "ResizeArea",
+        "tf.nn.avg_pool2d(x, factor, factor, 'VALID')",
+        lambda x: tf.image.resize(as_image(x, (1, 2, 6, 1)), (1, 3), method="area"),
+        lambda x: tf.nn.avg_pool2d(as_image(x, (1, 2, 6, 1)), 2, 2, "VALID"),
+        True,
+    ),
+    (
+        "op",
+        "ResizeNearestNeighborGrad",
+        "ops.repeat(ops.repeat(x, 2, axis=1), 2, axis=2)",
+        slope_penalty(lambda t: tf.image.resize(t, (8, 6), method="nearest"), (1, 4, 3, 1)),
+        slope_penalty(lambda t: ops.repeat(ops.repeat(t, 2, axis=1), 2, axis=2), (1, 4, 3, 1)),
+        True,
+    ),
+    (
+        "op",
+        "ResizeBilinearGrad",
+        "keras.layers.AveragePooling2D(2)",
+        slope_penalty(lambda t: tf.image.resize(t, (1, 3)), (1, 2, 6, 1)),
+        slope_penalty(keras.layers.AveragePooling2D(2), (1, 2, 6, 1)),
+        True,
+    ),
     ("reason", "integer_output", "SURROGATES['cast_int_ste']", cast_round_trip, lambda x: S["cast_int_ste"](x), True),
     (
         "reason",
@@ -225,12 +299,28 @@ FIXES = [
         lambda x: ops.where(ops.sum(x) > 0, x * 2.0, -x),
         True,
     ),
+    (
+        "reason",
+        "branch_condition",
+        "w * then_value + (1 - w) * else_value",
+        tf.function(lambda x: tf.ones((2,)) if tf.reduce_sum(x) > 0.0 else tf.zeros((2,))),
+        lambda x: (lambda w: w * tf.ones((2,)) + (1 - w) * tf.zeros((2,)))(ops.sigmoid(10.0 * (ops.sum(x) - 0.0))),
+        False,
+    ),
     ("cause", "assign", "total = total + x", None, None, True),
     ("cause", "rebound", "keep the new value in a local variable", None, None, True),
     ("cause", "built_tensor", "Compute that tensor inside call()", None, None, True),
     ("cause", "unused", "Use it in call()", None, None, True),
 ]
-NO_CODE_FIX = {"measured_none", "disconnected", "integer_input"}  # tested below or not a code change
+#: Tested below (not_recorded, not_recorded_outside) or not a code change.
+NO_CODE_FIX = {
+    "measured_none",
+    "disconnected",
+    "integer_input",
+    "not_recorded",
+    "not_recorded_outside",
+    "unexplained_cut",
+}
 
 
 def hint_text(kind, key):
@@ -313,3 +403,20 @@ def test_the_disconnection_fixes_restore_the_gradient():
         assert tape.gradient(value, weight) is not None
     del tape
     assert "self.w.assign(...)" in CAUSES["rebound"].hint
+
+
+def test_the_tape_recording_fixes_restore_the_gradient():
+    """Outside stop_recording, and inside the tape's with block, the loss gets its gradient."""
+    weight = tf.Variable(2.0)
+    assert "Compute the loss outside that block" in REASONS["not_recorded"].hint
+    assert "inside the `with tf.GradientTape() as tape:` block" in REASONS["not_recorded_outside"].hint
+    with tf.GradientTape(persistent=True) as tape:
+        with tape.stop_recording():
+            paused = weight * 3.0
+        recorded = weight * 3.0
+    assert tape.gradient(paused, weight) is None and tape.gradient(recorded, weight) is not None
+    del tape
+    outside = weight * 3.0
+    with tf.GradientTape(persistent=True) as tape:
+        inside = weight * 3.0
+    assert tape.gradient(outside, weight) is None and tape.gradient(inside, weight) is not None

@@ -43,12 +43,13 @@ LAYERS = {
         "graph_walk",
         "finder_targets",
         "layer_causes",
+        "finder_advice",
         "diagnosis_report",
         "diagnosis",
     },
     "layers": {"layers", "discrete_layers"},
     "models and monitor": {"models", "recording", "bottleneck_runs"},
-    "figures": {"figures", "plots", "explorer", "estimator_plots", "monitoring", "compare"},
+    "figures": {"figures", "plots", "explorer", "estimator_plots", "monitoring", "compare", "missing_gradients"},
     "checks and grading": {"checks", "assignment_checks", "estimator_checks", "grading", "autograde"},
 }
 ORDER = list(LAYERS)

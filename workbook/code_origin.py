@@ -13,7 +13,7 @@ import linecache
 import os
 import sysconfig
 
-__all__ = ["WORKBOOK_DIR", "is_library", "is_workbook", "user_frame"]
+__all__ = ["WORKBOOK_DIR", "is_library", "is_workbook", "user_frame", "user_frames"]
 
 WORKBOOK_DIR = os.path.dirname(os.path.abspath(__file__))
 LIBRARY_DIRS = tuple(
@@ -42,11 +42,11 @@ def _tracing_file():
     return os.path.abspath(importlib.util.find_spec(TRACING_MODULE).origin)
 
 
-def user_frame(frames):
-    """(file, line, code) of the innermost frame in the user's code, or (None, None, None).
+def user_frames(frames):
+    """The frames in the user's code, outermost first, below the workbook's own tracing call.
 
-    Frames above the workbook's own tracing call are the caller of
-    find_gradient_breaks, not the code that made the op: they are skipped.
+    Frames above that call are the caller of find_gradient_breaks, not the code that made
+    the op: they are skipped.
     """
     frames = list(frames or [])
     tracing = _tracing_file()
@@ -54,8 +54,14 @@ def user_frame(frames):
     for index, frame in enumerate(frames):
         if os.path.abspath(frame.filename) == tracing:
             start = index + 1
-    for frame in reversed(frames[start:]):
-        if not is_library(frame.filename):
-            code = (getattr(frame, "line", None) or linecache.getline(frame.filename, frame.lineno)).strip()
-            return frame.filename, frame.lineno, code
-    return None, None, None
+    return [frame for frame in frames[start:] if not is_library(frame.filename)]
+
+
+def user_frame(frames):
+    """(file, line, code) of the innermost frame in the user's code, or (None, None, None)."""
+    own = user_frames(frames)
+    if not own:
+        return None, None, None
+    frame = own[-1]
+    code = (getattr(frame, "line", None) or linecache.getline(frame.filename, frame.lineno)).strip()
+    return frame.filename, frame.lineno, code

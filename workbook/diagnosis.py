@@ -12,6 +12,8 @@ gradients are also measured numerically with a ``GradientTape`` on the example,
 so the two views can be compared.
 """
 
+import inspect
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,7 +62,7 @@ def find_gradient_breaks(target, example, loss=None):
         raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
     followed = prepare(target, example, loss)
     layers = all_layers(target)
-    snapshot = [(v, np.array(v.numpy())) for v in stateful_variables(target)]
+    snapshot = _snapshot(stateful_variables(target))
     attributes = [(layer, dict(vars(layer))) for layer in layers]
     try:
         measurement = _trace_and_measure(followed)
@@ -77,10 +79,23 @@ def find_gradient_breaks(target, example, loss=None):
         status.measured = measurement.verdicts.get(status.key, "not measured")
     _settle_unchecked(report, analysis.unchecked, measurement.failure)
     explain_disconnected(report, layers, changed)
+    _not_recorded(report, followed.call)
+    _no_silent_cut(report)
+    _name_layers(report.findings + report.notes, [layer.name for layer in layers])
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
     return report
+
+
+def _snapshot(variables):
+    """(variable, value) of each variable to put back; one a failed fit left unbuilt (no value yet) is skipped."""
+    snapshot = []
+    for variable in variables:
+        value = np.array(variable.numpy())
+        if value.shape == tuple(variable.shape):
+            snapshot.append((variable, value))
+    return snapshot
 
 
 @dataclass
@@ -238,6 +253,83 @@ def _settle_unchecked(report, unchecked, failure):
         if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
             report.findings.append(_tape_finding(status, failure))
     report.findings.sort(key=lambda finding: finding.order)
+
+
+def _not_recorded(report, call):
+    """A finding for weights your train_step's own tape returned None for, though the graph connects them."""
+    missing = set(getattr(call, "missing", ()))
+    statuses = [s for s in report.sources if s.name in missing and s.static == "flowing"]
+    if not statuses:
+        return
+    frame = _source_line(call.step, "stop_recording(")
+    reason = "not_recorded" if frame else "not_recorded_outside"
+    names = ", ".join(s.name for s in statuses)
+    report.findings.insert(
+        0,
+        Finding(
+            "(your tape)",
+            names,
+            reason,
+            *(frame or (None, None, None)),
+            hint=REASONS[reason].hint,
+            detail=f"tape.gradient in {call.step.__qualname__} returned None for {names}: the tape did not "
+            "record the way from them to the loss",
+            cuts=list(dict.fromkeys(s.owner for s in statuses)),
+            order=-1,
+        ),
+    )
+    for status in statuses:
+        status.static, status.measured = "cut", "none"  # what your own tape measured
+
+
+def _source_line(function, text):
+    """(file, line, code) of the first line of ``function`` that contains ``text``, or None."""
+    try:
+        lines, start = inspect.getsourcelines(function)
+        file = inspect.getsourcefile(function)
+    except (TypeError, OSError):
+        return None
+    for offset, line in enumerate(lines):
+        if text in line:
+            return file, start + offset, line.strip()
+    return None
+
+
+def _no_silent_cut(report):
+    """A report never says ok while the graph calls a source cut: the first note, or a plain finding."""
+    cut = [s for s in report.sources if s.static == "cut"]
+    if report.findings or not cut:
+        return
+    owners = list(dict.fromkeys(s.owner for s in cut))
+    if report.notes:
+        finding = report.notes.pop(0)
+        finding.cuts = owners
+    else:
+        finding = Finding(
+            "(graph)",
+            ", ".join(s.name for s in cut),
+            "unexplained_cut",
+            hint=REASONS["unexplained_cut"].hint,
+            detail=f"the graph reaches {', '.join(s.label for s in cut)} only through ops that pass no gradient",
+            cuts=owners,
+        )
+    report.findings.append(finding)
+
+
+def _name_layers(findings, names):
+    """The layer that made each op without a line of yours, read from the op's name scopes.
+
+    A scope is the layer's name, or that name with _1, _2... when the layer runs twice in one graph.
+    """
+    for finding in findings:
+        if finding.file:
+            continue
+        for scope in reversed(finding.op_name.split("/")[:-1]):
+            renamed = (name for name in names if re.fullmatch(re.escape(name) + r"_\d+", scope))
+            match = scope if scope in names else next(renamed, None)
+            if match:
+                finding.layer = match
+                break
 
 
 def _tape_finding(status, failure):

@@ -9,6 +9,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from workbook.code_origin import user_frame
+from workbook.finder_advice import advise
 from workbook.notebook_cells import cell_label
 
 
@@ -95,6 +96,40 @@ REASONS = {
             "an op whose gradient TensorFlow decides at run time (a loaded model, a py_function)."
         ),
     ),
+    "branch_condition": Reason(
+        label="only picks a branch",
+        hint=(
+            "The output depends on this only through the condition of an if (tf.cond) inside tf.function: "
+            "the comparison picks a branch, and a choice carries no gradient. Blend the branches with a steep "
+            "sigmoid of the same comparison instead: for if a > b, w = keras.ops.sigmoid(10.0 * (a - b)) and "
+            "w * then_value + (1 - w) * else_value."
+        ),
+        detail="{op} decides which branch of an if / tf.cond runs, and only that choice depends on it",
+        op_hint=False,
+    ),
+    "not_recorded": Reason(
+        label="tape did not record",
+        hint=(
+            "Inside `with tape.stop_recording():` the tape records nothing, so tape.gradient returns None for "
+            "what is computed there. Compute the loss outside that block (keep stop_recording for values you "
+            "will not differentiate, such as a metric)."
+        ),
+    ),
+    "not_recorded_outside": Reason(
+        label="tape did not record",
+        hint=(
+            "The tape you differentiate with did not record the way to the loss: compute the loss inside the "
+            "`with tf.GradientTape() as tape:` block (and, with watch_accessed_variables=False, "
+            "tape.watch the variables)."
+        ),
+    ),
+    "unexplained_cut": Reason(
+        label="cut, op not named",
+        hint=(
+            "The graph reaches this weight only through ops that pass no gradient, but none of them could be "
+            "named: compare the GradientTape's verdicts below, and look at the ops between this layer and the output."
+        ),
+    ),
     "disconnected": Reason(
         label="output does not depend on it",
         hint=(
@@ -119,6 +154,17 @@ REASONS = {
     ),
 }
 
+SAMPLING_HINT = (
+    "Sampling picks a discrete value at random: no gradient reaches the logits through the choice. "
+    "Use one of notebook 06's estimators: z, log_prob = workbook.sample_latent(logits, 'categorical', "
+    "'gumbel_softmax_st', tau=0.5) gives a one-hot sample with a relaxed gradient ('straight_through' "
+    "and 'score_function', which needs log_prob in the loss, are the others)."
+)
+SECOND_DERIVATIVE = (
+    "This op is the gradient of a resize, made by an inner tape.gradient (a gradient penalty, a Hessian): "
+    "the second derivative is what is missing, because TensorFlow defines no gradient for this gradient op. "
+)
+
 #: Sharper advice for the ops students meet most; other ops get the hint for their reason.
 OP_HINTS = {
     "Cast": (
@@ -129,7 +175,8 @@ OP_HINTS = {
     ),
     "ArgMax": (
         "argmax returns indices. For one_hot(argmax(...)) use a straight-through one-hot: "
-        "soft + stop_gradient(hard - soft) with soft = softmax(logits), or softmax(logits / temperature) alone."
+        "soft + stop_gradient(hard - soft) with soft = softmax(logits), or softmax(logits / temperature) alone. "
+        "For a choice that is sampled, see notebook 06's estimators (workbook.sample_latent)."
     ),
     "ArgMin": (
         "argmin returns indices: use a straight-through one-hot, soft + stop_gradient(hard - soft) "
@@ -149,11 +196,33 @@ OP_HINTS = {
     "Sign": "sign's gradient is 0 everywhere: use SURROGATES['sign_ste'], ['sign_clipped_ste'] or ['sign_swish'].",
     "Greater": (
         "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] for (x > 0), "
-        "or a sigmoid with a steep slope."
+        "SURROGATES['step_sigmoid'](x - t) for (x > t), or a sigmoid with a steep slope."
     ),
     "Less": (
         "A comparison makes a step: use SURROGATES['step_sigmoid'] / ['step_fast_sigmoid'] on (threshold - x), "
         "or a steep sigmoid."
+    ),
+    "Multinomial": SAMPLING_HINT,
+    "StatelessMultinomial": SAMPLING_HINT,
+    "RandomShuffle": (
+        "tf.random.shuffle has no gradient for the values it moves. Shuffle the positions and gather: "
+        "tf.gather(x, tf.random.shuffle(tf.range(tf.shape(x)[0]))) is the same kind of permutation of x's "
+        "first axis, and gather passes the gradient back."
+    ),
+    "ResizeArea": (
+        "Resizing with method='area' has no gradient registered. For a whole factor, "
+        "tf.nn.avg_pool2d(x, factor, factor, 'VALID') (keras.layers.AveragePooling2D(factor)) gives the same "
+        "values with a gradient; for other sizes use method='bilinear' with antialias=True."
+    ),
+    "ResizeNearestNeighborGrad": (
+        SECOND_DERIVATIVE + "Upsample with ops whose gradient has a gradient: for a factor of 2, "
+        "ops.repeat(ops.repeat(x, 2, axis=1), 2, axis=2) (what Keras 3's UpSampling2D does), "
+        "or a Conv2DTranspose."
+    ),
+    "ResizeBilinearGrad": (
+        SECOND_DERIVATIVE + "To halve the size, use keras.layers.AveragePooling2D(2) (the same values as a "
+        "bilinear resize by 1/2); to double it, ops.repeat(ops.repeat(x, 2, axis=1), 2, axis=2) or a "
+        "Conv2DTranspose; or resize the images before the tape records the penalty."
     ),
     "PyFunc": (
         "numpy_function leaves TensorFlow: rewrite it with keras.ops, or use tf.py_function (which has a "
@@ -194,7 +263,11 @@ CAUSES = {
             "a tensor computed from the weight once, in build() or __init__, is stored on the layer "
             "and used instead of the weight: it is a constant to every call"
         ),
-        hint="Compute that tensor inside call(), from the weight, every time.",
+        hint=(
+            "Compute that tensor inside call(), from the weight, every time (a SparseTensor too: "
+            "tf.SparseTensor(indices, self.values, shape) in call(), and sparse_dense_matmul passes the "
+            "gradient to self.values)."
+        ),
     ),
     "unused": Cause(
         detail="the weight is created with add_weight but call() never uses it",
@@ -220,6 +293,7 @@ class Finding:
     detail: str = ""
     cuts: list = field(default_factory=list)
     order: int = 0  # position along the path, for sorting
+    layer: str = None  # the Keras layer whose code made the op, when no line of yours did
 
     @classmethod
     def from_op(cls, op, reason, frame, cuts=(), message="", order=0):
@@ -228,7 +302,7 @@ class Finding:
         message = message.splitlines()[0][:300] if message else "an error"
         detail = known.detail.format(op=op.type, dtypes=dtypes, message=message)
         file, line, code = frame
-        hint = OP_HINTS.get(op.type, known.hint) if known.op_hint else known.hint
+        hint = advise(op, OP_HINTS.get(op.type, known.hint)) if known.op_hint else known.hint
         return cls(op.type, op.name, reason, file, line, code, hint, detail, list(cuts), order)
 
     @classmethod
@@ -268,7 +342,9 @@ class Finding:
     @property
     def where(self):
         if not self.file:
-            return "(the example you passed)" if self.reason == "integer_input" else "(inside Keras/TensorFlow)"
+            if self.reason == "integer_input":
+                return "(the example you passed)"
+            return f"(inside layer {self.layer})" if self.layer else "(inside Keras/TensorFlow)"
         cell = cell_label(self.file)
         if cell is not None:
             return f"cell {cell}, line {self.line}"
@@ -369,6 +445,10 @@ class GradientReport:
         lines.append(f"  Measured with a GradientTape: {measured}")
         lines += [f"  Disagreement: {d}" for d in self.disagreements]
         return "\n".join(lines)
+
+    def _repr_pretty_(self, printer, cycle):
+        """IPython's plain-text display (a console, a text-only frontend): the whole report."""
+        printer.text(str(self))
 
     def __repr__(self):
         return f"<GradientReport ok={self.ok} findings={[(f.op_type, f.reason, f.where) for f in self.findings]}>"

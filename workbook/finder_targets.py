@@ -133,7 +133,14 @@ def _train_step_loss(model):
 
         def recording(tape, target, sources, *args, **kwargs):
             recorded.append(target)
-            return original(tape, target, sources, *args, **kwargs)
+            gradients = original(tape, target, sources, *args, **kwargs)
+            # What your own tape returned: None where it did not record the way (stop_recording).
+            call.missing = [
+                source.path
+                for source, gradient in zip(tf.nest.flatten(sources), tf.nest.flatten(gradients), strict=False)
+                if gradient is None and hasattr(source, "path")
+            ]
+            return gradients
 
         optimizer = model.optimizer
         tf.GradientTape.gradient = recording
@@ -152,6 +159,8 @@ def _train_step_loss(model):
             )
         return recorded[-1]
 
+    call.missing = []
+    call.step = type(model).train_step
     return call
 
 

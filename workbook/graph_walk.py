@@ -8,11 +8,13 @@ Keras RNN layers) and ``tf.cond``/``tf.switch_case`` branches are walked too, so
 a culprit inside one is named with its own line.
 """
 
+import re
+import traceback
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 from workbook.code_origin import user_frame
-from workbook.diagnosis_report import Finding, GradientReport, SourceStatus, untraceable_finding
+from workbook.diagnosis_report import OP_HINTS, REASONS, Finding, GradientReport, SourceStatus, untraceable_finding
 from workbook.gradient_probe import InputGradient, gradient_pattern, is_float, signature
 from workbook.graph_program import Program, custom_gradient_type
 
@@ -115,6 +117,9 @@ def analyse(target, traced=None):
 
 def _untraceable_report(error, sources):
     """The report for a target that could not be traced; an error that is not a limit of graphs is raised."""
+    unregistered = UNREGISTERED.search(str(error))
+    if isinstance(error, LookupError) and unregistered:
+        return _unregistered_report(error, unregistered.group(1), sources)
     if not _is_tracing_limit(error):
         # A wrong example (shape, dtype) or a bug: the student needs TensorFlow's own message.
         raise ValueError(
@@ -124,6 +129,32 @@ def _untraceable_report(error, sources):
     finding = untraceable_finding(error, error.__traceback__, [status.label for status in sources])
     for status in sources:
         status.static = "untraceable"
+    return GradientReport(findings=[finding], notes=[], sources=sources)
+
+
+#: TensorFlow's words when a tape.gradient of your own code meets an op with no gradient function.
+UNREGISTERED = re.compile(
+    r"(?:gradient registry has no entry for|No gradient defined for operation.*op type):?\s*(\w+)"
+)
+
+
+def _unregistered_report(error, op_type, sources):
+    """The report for your own tape.gradient raising LookupError: that error, at its line, is the finding."""
+    file, line, code = user_frame(traceback.extract_tb(error.__traceback__))
+    message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+    finding = Finding(
+        op_type,
+        "(your tape.gradient)",
+        "no_gradient_registered",
+        file,
+        line,
+        code,
+        OP_HINTS.get(op_type, REASONS["no_gradient_registered"].hint),
+        f"your code's tape.gradient raised {message}: no gradient function is registered for {op_type}",
+        [status.owner for status in sources],
+    )
+    for status in sources:
+        status.static = "cut"
     return GradientReport(findings=[finding], notes=[], sources=sources)
 
 
@@ -147,6 +178,9 @@ def _judge_sources(sources, inputs, source_tensors, state, output_sources):
 
 def _disconnected_finding(program, reach, sinks, index, status):
     """The finding for a source the output does not depend on, at the line that uses it last."""
+    condition = _branch_condition(program, reach, index)
+    if condition is not None:
+        return _finding(program, Break(condition, "branch_condition", frozenset([index]), Flow.SHADOW), [status.owner])
     assign = _assign_frame(program, reach, index)
     if assign is not None:
         return Finding.disconnected(status, assign, cause="assign")
@@ -189,6 +223,8 @@ def _findings(program, sources, breaks, hopeful):
         blocking = [brk for brk in ranked if index in brk.blocked and brk.reason != "gradient_error"]
         if not blocking:
             continue
+        # A test that only decides a where (keras.ops.argmax's guard against -0.0) is not the cut.
+        blocking = [brk for brk in blocking if not _only_decides_where(brk.op)] or blocking
         brk = min(blocking, key=lambda brk: (brk.reason != "integer_output", program.order.get(brk.op, 0)))
         matters = brk.blocked & dead - covered
         covered |= matters
@@ -200,6 +236,27 @@ def _findings(program, sources, breaks, hopeful):
     return findings, notes, unchecked
 
 
+LOGICAL_OPS = {"LogicalAnd", "LogicalOr", "LogicalNot", "BitwiseAnd", "Less", "Equal"}
+SELECT_OPS = {"Select", "SelectV2"}
+
+
+def _only_decides_where(op):
+    """Whether ``op``'s value reaches nothing but the condition of a where (through logical ops)."""
+    seen, stack = set(), [op]
+    while stack:
+        current = stack.pop()
+        for tensor in current.outputs:
+            for consumer in tensor.consumers():
+                if consumer.type in SELECT_OPS and consumer.inputs[0] is tensor:
+                    continue
+                if consumer.type not in LOGICAL_OPS:
+                    return False
+                if consumer not in seen:
+                    seen.add(consumer)
+                    stack.append(consumer)
+    return any(tensor.consumers() for tensor in op.outputs)
+
+
 def _finding(program, brk, cuts):
     return Finding.from_op(
         brk.op,
@@ -209,6 +266,20 @@ def _finding(program, brk, cuts):
         message=brk.message,
         order=program.order.get(brk.op, 0),
     )
+
+
+BRANCH_OPS = {"If", "StatelessIf", "Case", "StatelessCase"}
+
+
+def _branch_condition(program, reach, index):
+    """The op that makes the condition of an if / tf.cond from source ``index``, if that is all it feeds."""
+    for op in program.ops:
+        if op.type in BRANCH_OPS and op.inputs and reach.reaches(op.inputs[0], index):
+            condition = op.inputs[0].op
+            while condition.type in ("Identity", "Cast", "Squeeze", "Reshape") and condition.inputs:
+                condition = condition.inputs[0].op
+            return condition
+    return None
 
 
 def _assign_frame(program, reach, index):
@@ -485,6 +556,8 @@ class BackwardWalk:
                 self.block(op, reason, tensor, level, message=message)
                 if reason == "gradient_error":
                     self.mark(tensor, level)
+            else:  # an integer input (the bins of a bincount): walk on, to the op that made it
+                self.mark(tensor, min(level, Flow.SHADOW))
 
     def _pattern(self, op, gradient_function, carried):
         carried_indices = tuple(index for index, t in enumerate(op.outputs) if self.state.get(t.ref()))

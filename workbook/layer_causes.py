@@ -86,7 +86,7 @@ def _built_tensor(layer):
     import tensorflow as tf
 
     for name, value in vars(layer).items():
-        if isinstance(value, tf.Tensor) and not _is_variable(value):
+        if isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)) and not _is_variable(value):
             found = _found("built_tensor", type(layer), ("build", "__init__"), name)
             if found:
                 return found

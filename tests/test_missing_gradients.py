@@ -1,0 +1,164 @@
+"""The missing-gradients extension in a real kernel: the error as always, and under it the culprit.
+
+A scratch notebook is run by tests/notebook_runner.py (nbclient, a clean process, a kernel of
+its own). Each cell's outputs are compared with what a student must see: the original error
+first and whole, then the finder's report naming the op and the line of the cell; nothing
+added where the gradient flows, nor for other errors, nor once the extension is unloaded.
+"""
+
+import re
+import warnings
+
+import nbformat
+import notebook_runner
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from workbook import missing_gradients
+
+SETUP = """\
+%load_ext workbook.missing_gradients
+import workbook
+
+workbook.setup(seed=0)
+import keras
+import numpy as np
+from keras import ops
+
+x = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
+y = np.ones((64, 1), "float32")
+"""
+ALL_CUT = """\
+def rounded(t):
+    return ops.round(t)
+
+cut = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1), keras.layers.Lambda(rounded)])
+cut.compile(optimizer="sgd", loss="mse")
+cut.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+"""
+PARTLY_CUT = """\
+def rounded_middle(t):
+    return ops.round(t)
+
+partly = keras.Sequential(
+    [keras.Input((3,)), keras.layers.Dense(2), keras.layers.Lambda(rounded_middle), keras.layers.Dense(1)]
+)
+partly.compile(optimizer="sgd", loss="mse")
+history = partly.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+print("trained for", len(history.history["loss"]), "epoch")
+"""
+HEALTHY = """\
+healthy = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+healthy.compile(optimizer="sgd", loss="mse")
+healthy.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+healthy.train_on_batch(x[:8], y[:8]);
+"""
+OTHER_ERROR = 'raise ValueError("a mistake that has nothing to do with gradients")'
+UNLOADED = """\
+%unload_ext workbook.missing_gradients
+cut.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+"""
+TRAIN_ON_BATCH = """\
+%load_ext workbook.missing_gradients
+cut.train_on_batch(x[:8], y[:8])
+"""
+OWN_LOOP = """\
+import tensorflow as tf
+
+optimizer = keras.optimizers.SGD()
+with tf.GradientTape() as tape:
+    loss = ops.mean((cut(x) - y) ** 2)
+optimizer.apply_gradients(zip(tape.gradient(loss, cut.trainable_variables), cut.trainable_variables))
+"""
+
+
+@pytest.fixture(scope="module")
+def cells(tmp_path_factory):
+    """The executed cells of the scratch notebook, by name."""
+    names = ["parameters", "injected parameters", "setup", "all_cut", "partly_cut", "healthy", "other_error"]
+    names += ["unloaded", "train_on_batch", "own_loop"]
+    sources = ["epochs = 1", SETUP, ALL_CUT, PARTLY_CUT, HEALTHY, OTHER_ERROR, UNLOADED, TRAIN_ON_BATCH, OWN_LOOP]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    notebook.cells[0].metadata["tags"] = ["parameters"]
+    path = tmp_path_factory.mktemp("scratch") / "missing_gradients.ipynb"
+    nbformat.write(notebook, path)
+    executed, _ = notebook_runner.execute(path)
+    return dict(zip(names, executed.cells, strict=True))
+
+
+def kinds(cell):
+    return [output["output_type"] if output["output_type"] != "stream" else output["name"] for output in cell.outputs]
+
+
+def report_text(cell):
+    return "".join(o["data"]["text/plain"] for o in cell.outputs if o["output_type"] == "display_data")
+
+
+@pytest.mark.notebook
+def test_the_error_comes_first_and_whole_then_the_culprit_with_its_cell_line(cells):
+    cell = cells["all_cut"]
+    assert kinds(cell) == ["error", "stdout", "display_data"], cell.outputs
+    error = cell.outputs[0]
+    assert error["ename"] == "ValueError" and "No gradients provided for any variable" in error["evalue"]
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in error["traceback"]]  # without the colours
+    assert any("cut.fit(" in line for line in lines)  # the student's own line, as without the extension
+    assert "first batch (16 rows)" in cell.outputs[1]["text"]
+    report = report_text(cell)
+    assert "Round" in report and "return ops.round(t)" in report, report
+    assert f"cell In[{cell.execution_count}], line 2" in report, report
+    assert "Round" in cell.outputs[2]["data"]["text/html"]
+
+
+@pytest.mark.notebook
+def test_a_warning_keeps_its_place_and_the_culprit_follows_the_cells_output(cells):
+    cell = cells["partly_cut"]
+    assert kinds(cell) == ["stderr", "stdout", "stdout", "display_data"], cell.outputs
+    assert "Gradients do not exist for variables" in cell.outputs[0]["text"]
+    assert cell.outputs[1]["text"] == "trained for 1 epoch\n"
+    report = report_text(cell)
+    assert "Round" in report and f"cell In[{cell.execution_count}], line 2" in report and "dense_1" in report, report
+
+
+@pytest.mark.notebook
+def test_nothing_changes_where_the_gradient_flows_or_the_error_is_another(cells):
+    assert cells["setup"].outputs == [] and cells["healthy"].outputs == []
+    assert kinds(cells["other_error"]) == ["error"]
+    assert cells["other_error"].outputs[0]["evalue"] == "a mistake that has nothing to do with gradients"
+
+
+@pytest.mark.notebook
+def test_unloading_puts_back_the_plain_error(cells):
+    assert kinds(cells["unloaded"]) == ["error"]
+    assert "No gradients provided" in cells["unloaded"].outputs[0]["evalue"]
+
+
+@pytest.mark.notebook
+def test_train_on_batch_is_explained_with_its_own_batch(cells):
+    cell = cells["train_on_batch"]
+    assert kinds(cell) == ["error", "stdout", "display_data"], cell.outputs
+    assert "first batch (8 rows)" in cell.outputs[1]["text"]
+    assert f"cell In[{cells['all_cut'].execution_count}], line 2" in report_text(cell)
+
+
+@pytest.mark.notebook
+def test_an_optimizer_step_of_your_own_gets_the_model_to_pass_to_the_finder(cells):
+    cell = cells["own_loop"]
+    assert kinds(cell) == ["error", "stdout"], cell.outputs
+    assert "workbook.find_gradient_breaks(cut, (x_batch, y_batch), loss=your_loss)" in cell.outputs[1]["text"]
+
+
+def test_loading_changes_nothing_until_a_gradient_is_missing_and_unloading_puts_everything_back():
+    shell = InteractiveShell.instance()
+
+    def hooks():
+        return shell.custom_exceptions, shell.CustomTB, warnings.showwarning, shell.events.callbacks["post_run_cell"][:]
+
+    before = hooks()
+    missing_gradients.load_ipython_extension(shell)
+    try:
+        assert ValueError in shell.custom_exceptions and warnings.showwarning is not before[2]
+        result = shell.run_cell("1 + 1")
+        assert result.success and result.result == 2
+    finally:
+        missing_gradients.unload_ipython_extension(shell)
+    assert hooks() == before
