@@ -326,23 +326,7 @@ def merging_colours(png):
     return found
 
 
-# Measured, not yet fixed: these chapters draw with matplotlib's tab10 colours (workbook/figures.py,
-# plots.py, estimator_plots.py, compare.py), whose red and green merge for deuteranopes, and orange and green,
-# blue and purple for protanopes. A palette made for colour-blind readers (Okabe-Ito above) fixes
-# them; each then passes, and strict=True makes it fail until its name is taken off this list.
-TAB10_FIGURES = {"01_forward_and_backward", "02_surrogate_zoo", "04_autoencoder_lab", "06_beyond_straight_through"}
-_COLOUR_CASES = [
-    pytest.param(
-        name,
-        marks=pytest.mark.xfail(strict=True, reason="tab10 colours merge for colour-blind readers (see TAB10_FIGURES)"),
-    )
-    if name in TAB10_FIGURES
-    else name
-    for name in NAMES
-]
-
-
-@pytest.mark.parametrize("name", _COLOUR_CASES)
+@pytest.mark.parametrize("name", NAMES)
 def test_plotted_colours_stay_apart_for_colour_blind_readers(site, name):
     figures = page(site, name).select("div.cell_output img")
     failures = {img["src"]: found for img in figures if (found := merging_colours(site["html"] / img["src"]))}

@@ -88,14 +88,14 @@ def comparison_figures(runs, x_test, n_images=8):
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    from .figures import decade_range, draw_gradient_norms, new_figure, rows_below_the_break
+    from .figures import PALETTE, decade_range, draw_gradient_norms, new_figure, rows_below_the_break
 
     labels = list(runs)
     losses = new_figure(figsize=(8.5, 3.4))
     losses.set_layout_engine("constrained")
     ax = losses.subplots()
     for i, label in enumerate(labels):
-        color = f"C{i % 10}"
+        color = list(PALETTE.values())[i % len(PALETTE)]
         history = runs[label].history
         epochs = np.arange(1, len(history.get("loss", [])) + 1)
         ax.plot(epochs, history.get("loss", []), "o-", color=color, label=label)

@@ -4,16 +4,16 @@ Introduced in 06_beyond_straight_through.ipynb; draws what
 :func:`workbook.measure_estimators` measured.
 """
 
-from .figures import new_figure
+from .figures import PALETTE, new_figure
 
 __all__ = ["plot_bias_variance"]
 
 _COLORS = {
-    "straight_through": "tab:blue",
-    "gumbel_softmax": "tab:orange",
-    "gumbel_softmax_st": "tab:green",
-    "score_function": "tab:red",
-    "score_function_loo": "tab:purple",
+    "straight_through": PALETTE["blue"],
+    "gumbel_softmax": PALETTE["orange"],
+    "gumbel_softmax_st": PALETTE["bluish green"],
+    "score_function": PALETTE["vermillion"],
+    "score_function_loo": PALETTE["reddish purple"],
 }
 
 

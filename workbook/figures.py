@@ -55,9 +55,20 @@ def show_figure(figure):
 
 # -- Gradient norms on a log axis, with "no gradient" and "exactly 0" shown honestly ------
 
-NO_GRADIENT_COLOR = "tab:red"
-ZERO_GRADIENT_COLOR = "tab:orange"
-LAYER_COLORS = ("tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:cyan", "tab:olive", "tab:pink", "tab:gray")
+#: Okabe and Ito's colours, chosen to stay apart for readers with any common colour-vision
+#: deficiency (matplotlib's default red and green merge for deuteranopes); every figure draws with them.
+PALETTE = {
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "bluish green": "#009E73",
+    "orange": "#E69F00",
+    "reddish purple": "#CC79A7",
+    "sky blue": "#56B4E9",
+    "black": "#000000",
+}
+NO_GRADIENT_COLOR = PALETTE["vermillion"]
+ZERO_GRADIENT_COLOR = PALETTE["orange"]
+LAYER_COLORS = tuple(PALETTE[name] for name in ("blue", "bluish green", "reddish purple", "sky blue", "black"))
 
 
 def decade_range(norms):

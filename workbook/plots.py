@@ -10,11 +10,16 @@ import numpy as np
 from matplotlib.transforms import ScaledTranslation
 
 from .derivatives import measure, resolve
-from .figures import PngFigure, figure_png
+from .figures import PALETTE, PngFigure, figure_png
 
 __all__ = ["plot_derivatives", "DerivativeFigure", "figure_png"]
 
-_COLORS = {"forward": "#1f77b4", "backprop": "#d62728", "true": "#555555", "fd": "#2ca02c"}
+_COLORS = {
+    "forward": PALETTE["blue"],
+    "backprop": PALETTE["vermillion"],
+    "true": "#555555",
+    "fd": PALETTE["bluish green"],
+}
 
 
 class DerivativeFigure(PngFigure):
