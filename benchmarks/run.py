@@ -19,6 +19,7 @@ SECTIONS = [
     "finder_speed",
     "monitor_overhead",
     "surrogate_overhead",
+    "quiet_cost",
     "estimator_cost",
     "notebook_budgets",
     "grading_time",
