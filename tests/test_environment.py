@@ -6,15 +6,13 @@ import sys
 import pytest
 from notebook_runner import clean_environment
 
-# What a fresh process does with TensorFlow: load it, run an integer op, fit, loop over a
-# tf.data dataset, fail an op. Each step marks where it ends, so a line left over says when.
-SCRIPT = """
-import os, sys
-{before}
+#: What a student's code does with TensorFlow after loading it: an integer op, a fit, a
+#: tf.data loop and a failed op, each of which has made TensorFlow log a line.
+TENSORFLOW_AT_WORK = """
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
-os.write(2, b"-- imported\\n")
+
 _ = tf.cast(tf.constant([1.5, 2.7]), "int32") + 1
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 model.compile("adam", "mse")
@@ -25,10 +23,15 @@ try:
     tf.reshape(tf.zeros([4]), [3, 5])
 except tf.errors.InvalidArgumentError:
     pass
-os.write(2, b"-- trained\\n")
-os.write(2, b"written to fd 2 by other code\\n")
-print("from Python", file=sys.stderr)
 """
+# In a fresh process, with marks after loading and after the work, so a line left over says when.
+SCRIPT = (
+    "import os, sys\n{before}\nimport tensorflow\nos.write(2, b'-- imported\\n')\n"
+    + TENSORFLOW_AT_WORK
+    + "os.write(2, b'-- trained\\n')\n"
+    "os.write(2, b'written to fd 2 by other code\\n')\n"
+    "print('from Python', file=sys.stderr)\n"
+)
 MARKS_AND_OURS = b"-- imported\n-- trained\nwritten to fd 2 by other code\nfrom Python\n"
 
 

@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 from notebook_runner import execute_cells, stderr_outputs
+from test_environment import TENSORFLOW_AT_WORK
 
 N_LINES = 50_000
 LOOK_ALIKES = [
@@ -149,23 +150,7 @@ CELLS = {
         code = "import sys\\nprint(" + repr({LOOK_ALIKES[2]!r}) + ", file=sys.stderr)"
         _ = subprocess.run([sys.executable, "-c", code])
     """,
-    "tensorflow": """
-        import keras
-        import numpy as np
-        import tensorflow as tf
-
-        _ = tf.cast(tf.constant([1.5, 2.7]), "int32") + 1
-        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-        model.compile("adam", "mse")
-        model.fit(np.zeros((32, 4), "float32"), np.zeros((32, 1), "float32"), epochs=1, verbose=0)
-        for _ in tf.data.Dataset.range(3).batch(2):
-            pass
-        try:
-            tf.reshape(tf.zeros([4]), [3, 5])
-        except tf.errors.InvalidArgumentError:
-            pass
-        print("trained")
-    """,
+    "tensorflow": TENSORFLOW_AT_WORK + "print('trained')",
 }
 NAMES = list(CELLS)
 VARIANTS = {"with setup()": "import workbook; workbook.setup(seed=0)", "without setup()": "import workbook"}
@@ -294,6 +279,8 @@ def test_setup_leaves_no_stderr_in_a_kernel_with_a_read_only_home(tmp_path):
 
     home = tmp_path / "home"
     home.mkdir()
+    # Jupyter's connection files and IPython's profile need a writable folder of their own
+    # (as on a hub with read-only homes); Matplotlib is left to find out for itself.
     environment = {"JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "IPYTHONDIR": str(tmp_path / "ipython")}
     launcher = ()
     if os.geteuid() == 0:  # root writes through permissions: make it a read-only mount instead
