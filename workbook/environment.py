@@ -15,10 +15,11 @@ from .compatibility import installed_versions, version_tuple
 # What TensorFlow reads when it loads, set by setup() unless already set. Measured in fresh
 # processes at import, first integer op, first fit, a tf.data loop and a failed op, with
 # TensorFlow 2.18 and 2.21 (README, "What reaches stderr").
-# Its C++ runtime's info and warning lines (``cpu_feature_guard`` at import, ``local_rendezvous``
-# after a tf.data loop or a failed op, and 2.18's oneDNN line); errors and fatal lines stay,
-# since they say why something fails.
-_LOG_LEVEL = ("TF_CPP_MIN_LOG_LEVEL", "2")
+# Its C++ runtime's info, warning and error lines: ``cpu_feature_guard`` at import,
+# ``local_rendezvous`` after a tf.data loop or a failed op, 2.18's oneDNN line at import and
+# its "oneDNN supports DT_INT32 only on platforms with AVX-512" error at the first integer
+# cast in a model. Fatal lines, written just before a crash, stay.
+_LOG_LEVEL = ("TF_CPP_MIN_LOG_LEVEL", "3")
 # TensorFlow 2.20 and newer write "oneDNN custom operations are on" (after Abseil's "All log
 # messages before absl::InitializeLog()") while they load, before they read the level above;
 # the one setting that keeps it unwritten turns oneDNN's kernels off, which on CPUs where
@@ -41,7 +42,7 @@ def setup(seed=0, quiet=True):
         ``keras.utils.set_random_seed``).
     quiet : bool
         Keep TensorFlow's start-up and runtime log lines from being written at all: the
-        environment variables TensorFlow reads when it loads (``TF_CPP_MIN_LOG_LEVEL=2``, and
+        environment variables TensorFlow reads when it loads (``TF_CPP_MIN_LOG_LEVEL=3``, and
         from TensorFlow 2.20 ``TF_ENABLE_ONEDNN_OPTS=0``, which turns oneDNN's kernels off;
         a value already set is kept) and the level of its
         Python loggers; and import Matplotlib without its one-time messages (building the
