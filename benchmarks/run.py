@@ -20,6 +20,7 @@ SECTIONS = [
     "missing_gradients_overhead",
     "monitor_overhead",
     "surrogate_overhead",
+    "quiet_cost",
     "estimator_cost",
     "notebook_budgets",
     "grading_time",

@@ -130,13 +130,31 @@ def execute(path, timeout_per_cell=600, home=None):
     Errors do not raise: they stay in the executed notebook, as in a student's (see
     :func:`error_outputs` and :func:`stderr_outputs`).
     """
+    path = pathlib.Path(path).resolve()
+    return execute_notebook(reduced_notebook(path), path.parent, timeout_per_cell, home, name=path.name)
+
+
+def execute_cells(sources, cwd, timeout_per_cell=600, home=None, **options):
+    """Run code cells ``sources`` in a fresh kernel, as :func:`execute` runs a notebook; the executed notebook."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    return execute_notebook(notebook, cwd, timeout_per_cell, home, **options)[0]
+
+
+def execute_notebook(notebook, cwd, timeout_per_cell=600, home=None, launcher=(), environment=None, name="cells"):
+    """Run ``notebook`` in a fresh kernel in ``cwd``, in a clean process; return (notebook, seconds).
+
+    ``launcher`` goes before the runner's command line (a program that prepares the process
+    and then runs the rest of its arguments); ``environment`` adds variables to the clean one.
+    """
     with tempfile.TemporaryDirectory(prefix="notebook-run-") as folder:
         reduced, executed = pathlib.Path(folder, "reduced.ipynb"), pathlib.Path(folder, "executed.ipynb")
         if home is None:  # a new student's: no font cache, no Jupyter or Keras folders yet
             home = pathlib.Path(folder, "home")
             home.mkdir()
-        nbformat.write(reduced_notebook(path), reduced)
+        nbformat.write(notebook, reduced)
         command = [
+            *launcher,
             sys.executable,
             __file__,
             str(reduced),
@@ -144,13 +162,14 @@ def execute(path, timeout_per_cell=600, home=None):
             "--timeout",
             str(timeout_per_cell),
             "--cwd",
-            str(pathlib.Path(path).resolve().parent),
+            str(cwd),
         ]
         started = time.perf_counter()
-        result = subprocess.run(command, env=clean_environment(home), capture_output=True, text=True)
+        env = clean_environment(home) | (environment or {})
+        result = subprocess.run(command, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - started
         if result.returncode != 0 or not executed.exists():
-            raise RuntimeError(f"running {pathlib.Path(path).name} failed:\n{result.stdout}\n{result.stderr}")
+            raise RuntimeError(f"running {name} failed:\n{result.stdout}\n{result.stderr}")
         return nbformat.read(executed, as_version=4), seconds
 
 

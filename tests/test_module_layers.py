@@ -1,6 +1,6 @@
 """The package's modules depend on each other in one direction only.
 
-From the bottom: foundations (argument checks, the gradient helper, quiet logs, data),
+From the bottom: foundations (argument checks, the gradient helper, set-up, data),
 then the maths (surrogates, estimators, the finder), then Keras layers, then models and
 the monitor, then figures and widgets, then the checks and grading that notebooks call.
 A module may import from its own layer or below, never above; and nothing below the
@@ -24,7 +24,6 @@ LAYERS = {
     "foundation": {
         "arguments",
         "gradients",
-        "quiet",
         "environment",
         "compatibility",
         "data",
@@ -58,8 +57,8 @@ LAYER_OF = {module: ORDER.index(layer) for layer, modules in LAYERS.items() for 
 DISPLAY_LIBRARIES = {"matplotlib", "ipywidgets", "IPython", "html", "base64"}
 # The few display imports below the figures, each with its reason.
 DISPLAY_ALLOWED = {
-    # setup() builds Matplotlib's font cache with its log silenced, so that a notebook's
-    # first plot prints nothing on stderr; it draws nothing.
+    # setup() imports Matplotlib with its log silenced (the font cache it builds once, a
+    # read-only home folder), so that a notebook's first plot prints nothing on stderr; it draws nothing.
     ("environment", "matplotlib"),
     # The finder names the notebook cell a line came from through the running kernel's
     # compiler (IPython.get_ipython().compile.format_code_name); it draws nothing.

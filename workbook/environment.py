@@ -1,4 +1,4 @@
-"""Seeding, quiet logs and a report of the machine the workbook runs on.
+"""Seeding, a quiet start and a report of the machine the workbook runs on.
 
 Introduced in 00_start_here.ipynb; every notebook's Setup cell calls :func:`setup`.
 """
@@ -10,13 +10,30 @@ import random
 import numpy as np
 
 from .arguments import check_seed
+from .compatibility import installed_versions, version_tuple
+
+# What TensorFlow reads when it loads, set by setup() unless already set. Measured in fresh
+# processes at import, first integer op, first fit, a tf.data loop and a failed op, with
+# TensorFlow 2.18 and 2.21 (README, "What reaches stderr").
+# Its C++ runtime's info, warning and error lines: ``cpu_feature_guard`` at import,
+# ``local_rendezvous`` after a tf.data loop or a failed op, 2.18's oneDNN line at import and
+# its "oneDNN supports DT_INT32 only on platforms with AVX-512" error at the first integer
+# cast in a model. Fatal lines, written just before a crash, stay.
+_LOG_LEVEL = ("TF_CPP_MIN_LOG_LEVEL", "3")
+# TensorFlow 2.20 and newer write "oneDNN custom operations are on" (after Abseil's "All log
+# messages before absl::InitializeLog()") while they load, before they read the level above;
+# the one setting that keeps it unwritten turns oneDNN's kernels off, which on CPUs where
+# they are on by default makes training slower (`make bench`, "The quiet start's cost").
+_ONEDNN = ("TF_ENABLE_ONEDNN_OPTS", "0")
+_ONEDNN_LINE_UNFILTERED_SINCE = (2, 20)
 
 
 def setup(seed=0, quiet=True):
-    """Seed Python, NumPy and TensorFlow and (optionally) quiet TensorFlow's log.
+    """Seed Python, NumPy and TensorFlow and (optionally) keep TensorFlow's log unwritten.
 
     Introduced in 00_start_here.ipynb. Importing :mod:`workbook` does none of
-    this: a notebook asks for it explicitly in its Setup cell.
+    this, and loads no TensorFlow: a notebook asks for it in its Setup cell, before
+    anything imports TensorFlow.
 
     Parameters
     ----------
@@ -24,10 +41,18 @@ def setup(seed=0, quiet=True):
         The seed for ``random``, NumPy and TensorFlow (through
         ``keras.utils.set_random_seed``).
     quiet : bool
-        Keep TensorFlow's start-up and runtime log lines (C++ and Python) out of the
-        output, and build Matplotlib's font cache without its one-time message. Call
-        ``setup`` before importing TensorFlow or Matplotlib: their start-up lines are
-        written when they load.
+        Keep TensorFlow's start-up and runtime log lines from being written at all: the
+        environment variables TensorFlow reads when it loads (``TF_CPP_MIN_LOG_LEVEL=3``, and
+        from TensorFlow 2.20 ``TF_ENABLE_ONEDNN_OPTS=0``, which turns oneDNN's kernels off;
+        a value already set is kept) and the level of its
+        Python loggers; and import Matplotlib without its one-time messages (building the
+        font cache, a read-only home folder). Nothing else written to stderr is touched:
+        standard error stays the process's own file descriptor 2. The variables are
+        inherited by subprocesses started afterwards.
+
+        TensorFlow reads them once, when it loads. If it was imported before ``setup``, its
+        start-up lines have already been written and later runtime lines may be too; the
+        Python loggers are still quieted. Restart the kernel and run the Setup cell first.
 
     Returns
     -------
@@ -55,24 +80,23 @@ def setup(seed=0, quiet=True):
 
 
 def _quiet_tensorflow():
-    """Silence what TensorFlow and Matplotlib write to stderr on their own."""
+    """Keep TensorFlow's log unwritten in this process (before it loads) and import Matplotlib quietly."""
     import logging
 
-    from .quiet import filter_native_log
-
-    # Older TensorFlow reads this when its runtime loads; newer TensorFlow logs through
-    # Abseil before Abseil is set up, which no variable silences: the filter does.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    filter_native_log()
-    # The first import of Matplotlib in a new home folder logs "Matplotlib is building
-    # the font cache; this may take a moment." as a warning, which a notebook shows in red.
-    font_logger = logging.getLogger("matplotlib.font_manager")
-    level = font_logger.level
-    font_logger.setLevel(logging.ERROR)
+    os.environ.setdefault(*_LOG_LEVEL)
+    tensorflow = installed_versions()["tensorflow"]
+    if tensorflow is None or version_tuple(tensorflow) >= _ONEDNN_LINE_UNFILTERED_SINCE:
+        os.environ.setdefault(*_ONEDNN)
+    # Matplotlib's first import logs warnings that a notebook shows in red: "Matplotlib is
+    # building the font cache" in a new home folder, and, where the home folder is read-only,
+    # "mkdir -p failed" and "created a temporary cache directory" (it then uses that one).
+    matplotlib_logger = logging.getLogger("matplotlib")
+    level = matplotlib_logger.level
+    matplotlib_logger.setLevel(logging.ERROR)
     try:
         import matplotlib.font_manager  # noqa: F401 (builds the cache once)
     finally:
-        font_logger.setLevel(level)
+        matplotlib_logger.setLevel(level)
 
 
 def environment_report():
