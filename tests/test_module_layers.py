@@ -24,6 +24,7 @@ LAYERS = {
     "foundation": {
         "arguments",
         "gradients",
+        "tensorflow_start",
         "environment",
         "compatibility",
         "data",

@@ -10,7 +10,7 @@ import random
 import numpy as np
 
 from .arguments import check_seed
-from .compatibility import installed_versions, version_tuple
+from .tensorflow_start import import_tensorflow_quietly
 
 # What TensorFlow reads when it loads, set by setup() unless already set. Measured in fresh
 # processes at import, first integer op, first fit, a tf.data loop and a failed op, with
@@ -20,12 +20,6 @@ from .compatibility import installed_versions, version_tuple
 # its "oneDNN supports DT_INT32 only on platforms with AVX-512" error at the first integer
 # cast in a model. Fatal lines, written just before a crash, stay.
 _LOG_LEVEL = ("TF_CPP_MIN_LOG_LEVEL", "3")
-# TensorFlow 2.20 and newer write "oneDNN custom operations are on" (after Abseil's "All log
-# messages before absl::InitializeLog()") while they load, before they read the level above;
-# the one setting that keeps it unwritten turns oneDNN's kernels off, which on CPUs where
-# they are on by default makes training slower (`make bench`, "The quiet start's cost").
-_ONEDNN = ("TF_ENABLE_ONEDNN_OPTS", "0")
-_ONEDNN_LINE_UNFILTERED_SINCE = (2, 20)
 
 
 def setup(seed=0, quiet=True):
@@ -42,13 +36,13 @@ def setup(seed=0, quiet=True):
         ``keras.utils.set_random_seed``).
     quiet : bool
         Keep TensorFlow's start-up and runtime log lines from being written at all: the
-        environment variables TensorFlow reads when it loads (``TF_CPP_MIN_LOG_LEVEL=3``, and
-        from TensorFlow 2.20 ``TF_ENABLE_ONEDNN_OPTS=0``, which turns oneDNN's kernels off;
-        a value already set is kept) and the level of its
-        Python loggers; and import Matplotlib without its one-time messages (building the
-        font cache, a read-only home folder). Nothing else written to stderr is touched:
-        standard error stays the process's own file descriptor 2. The variables are
-        inherited by subprocesses started afterwards.
+        environment variable TensorFlow reads when it loads (``TF_CPP_MIN_LOG_LEVEL=3``; a
+        value already set is kept) and the level of its Python loggers; the few lines that
+        TensorFlow writes while it loads, before it reads that level, are held back by
+        :func:`workbook.tensorflow_start.import_tensorflow_quietly` (everything else written
+        meanwhile is passed on); and import Matplotlib without its one-time messages
+        (building the font cache, a read-only home folder). Standard error is otherwise
+        untouched. The variable is inherited by subprocesses started afterwards.
 
         TensorFlow reads them once, when it loads. If it was imported before ``setup``, its
         start-up lines have already been written and later runtime lines may be too; the
@@ -62,6 +56,7 @@ def setup(seed=0, quiet=True):
     check_seed(seed)
     if quiet:
         _quiet_tensorflow()
+        import_tensorflow_quietly()
     import keras
     import tensorflow as tf
 
@@ -84,9 +79,6 @@ def _quiet_tensorflow():
     import logging
 
     os.environ.setdefault(*_LOG_LEVEL)
-    tensorflow = installed_versions()["tensorflow"]
-    if tensorflow is None or version_tuple(tensorflow) >= _ONEDNN_LINE_UNFILTERED_SINCE:
-        os.environ.setdefault(*_ONEDNN)
     # Matplotlib's first import logs warnings that a notebook shows in red: "Matplotlib is
     # building the font cache" in a new home folder, and, where the home folder is read-only,
     # "mkdir -p failed" and "created a temporary cache directory" (it then uses that one).
