@@ -351,7 +351,7 @@ def autograded(hub, student):
 def autograded_errors(hub, student):
     """{grade_id: names of the errors in that cell} of a student's autograded notebook."""
     return {
-        nbgrader_meta(c).get("grade_id"): [o.ename for o in c.outputs if o.output_type == "error"]
+        nbgrader_meta(c).get("grade_id"): [o.ename for o in c.get("outputs", []) if o.output_type == "error"]
         for c in autograded(hub, student).cells
         if c.cell_type == "code"
     }
@@ -387,7 +387,7 @@ def test_the_sandbox_held_nothing_outside_it_changed_and_nothing_it_started_surv
 @pytest.mark.timeout(2400)
 def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_hidden_tests(hub):
     errors = {
-        nbgrader_meta(c).get("grade_id"): [o.evalue for o in c.outputs if o.output_type == "error"]
+        nbgrader_meta(c).get("grade_id"): [o.evalue for o in c.get("outputs", []) if o.output_type == "error"]
         for c in autograded(hub, "half_right").cells
     }
     assert any("is not the op that cuts" in message for message in errors["b_culprit"]), errors

@@ -282,8 +282,9 @@ def _status(gradebook, assignment, student):
     except MissingEntry:
         return "not submitted"
     grades = [grade for notebook in submission.notebooks for grade in notebook.grades]
-    if any(
-        grade.auto_score is None and grade.manual_score is None and not grade.needs_manual_grade for grade in grades
-    ):
+    ungraded = [grade for grade in grades if grade.auto_score is None and grade.manual_score is None]
+    if grades and len(ungraded) == len(grades):
         return "not graded: autograding failed (see the autograde log)"
+    if ungraded:
+        return "needs manual grading"
     return "graded"
