@@ -37,8 +37,8 @@ NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 TEST_CELL_SECONDS = 45
 
 # Rebind the checks and the recorders through module aliases, forge what the hidden tests
-# record (from the grader's own inputs, answered with the identity), and point one record
-# at a file outside the box.
+# record (from the grader's own inputs, answered with the identity), point one record at a
+# file outside the box, and rewrite the probe to inputs where the forgery would be right.
 FORGER = """import os
 import numpy as np
 import workbook.assignment_checks as c, workbook.grading as g
@@ -55,6 +55,15 @@ for grade_id in ("a_forward", "a_gradient", "b_fix"):
         code_value=probe["code"], code_gradient=np.ones_like(probe["code"]),
     )
 os.symlink("/etc/passwd", f"{g.ARTIFACTS_FOLDER}/c_reconstruction.npz")
+# the probe rewritten where the identity meets the requirement: 0 is its own level, gradient 1
+zeros = {name: np.zeros_like(probe[name]) for name in ("x", "code", "images")}
+np.savez(g.PROBE_FILE, **zeros, model_seed=probe["model_seed"])
+for grade_id in ("a_forward", "a_gradient", "b_fix"):
+    np.savez(
+        f"{g.ARTIFACTS_FOLDER}/{grade_id}.npz",
+        x_value=0 * probe["x"], x_gradient=np.ones_like(probe["x"]),
+        code_value=0 * probe["code"], code_gradient=np.ones_like(probe["code"]),
+    )
 """
 
 # Reach what grading depends on: the gradebook, site-packages (a .pth file runs in every

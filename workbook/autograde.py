@@ -27,6 +27,7 @@ import csv
 import os
 import pathlib
 import shutil
+import tempfile
 import time
 
 from jupyter_core.utils import ensure_async, run_sync
@@ -38,6 +39,7 @@ from traitlets import Integer, List, Unicode
 
 from .grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, write_probe
 from .sandbox import Box, sandbox_problem, sandboxed_kernel_manager
+from .verdicts import MAX_ARTIFACT_BYTES
 
 __all__ = ["GuardedExecute", "OverwriteReleasedCells", "GradesWithStatus"]
 
@@ -87,10 +89,13 @@ class GuardedExecute(Execute):
         self._times = {}
         self._failed_cells = set()
         box = Box(self.sandbox_user)
+        # The grader's own folder, which the kernel never sees: its copy of the probe (the
+        # kernel's may be rewritten) and, afterwards, what the kernel recorded.
+        ours = pathlib.Path(tempfile.mkdtemp(prefix="workbook-verdict-"))
         try:
-            probe = box.work / PROBE_FILE
-            write_probe(probe)
-            box.give(probe)
+            write_probe(ours / PROBE_FILE)
+            shutil.copyfile(ours / PROBE_FILE, box.work / PROBE_FILE)
+            box.give(box.work / PROBE_FILE)
             resources = dict(resources or {})
             resources["metadata"] = {**resources.get("metadata", {}), "path": str(box.work)}
             limit = self.timeout_func or (lambda cell: self.timeout)
@@ -101,9 +106,10 @@ class GuardedExecute(Execute):
             finally:
                 self.timeout_func = limit
             if resources.get("nbgrader", {}).get("assignment") == JUDGED_ASSIGNMENT:
-                self._apply_verdicts(nb, box)
+                self._apply_verdicts(nb, box, ours)
         finally:
             box.remove()
+            shutil.rmtree(ours, ignore_errors=True)
         return nb, resources
 
     def _hidden(self):
@@ -192,17 +198,17 @@ class GuardedExecute(Execute):
             return None
         return self._times[_TIMED_TO][0] - self._times[_TIMED_FROM][1]
 
-    def _apply_verdicts(self, nb, box):
+    def _apply_verdicts(self, nb, box, ours):
         """Set each judged cell's outcome from the grader's verdict; the kernel's own can only cost points."""
-        artifacts = pathlib.Path(box.root, "verdict-input")
+        artifacts = ours / ARTIFACTS_FOLDER
         source = box.work / ARTIFACTS_FOLDER
         artifacts.mkdir()
-        if source.is_dir() and not source.is_symlink():
+        if source.is_dir() and not source.is_symlink():  # the kernel and all it started have ended
             for path in source.iterdir():
-                if path.is_file() and not path.is_symlink():
+                if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_ARTIFACT_BYTES:
                     shutil.copyfile(path, artifacts / path.name, follow_symlinks=False)
         try:
-            verdicts = run_verdicts(box.work / PROBE_FILE, artifacts, self._training_seconds())
+            verdicts = run_verdicts(ours / PROBE_FILE, artifacts, self._training_seconds())
         except Exception as error:
             self.log.error("The verdicts could not be taken: %s", error)
             verdicts = {grade_id: (False, "✗ the grader could not take its verdict") for grade_id in JUDGED}
