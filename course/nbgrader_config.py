@@ -1,13 +1,15 @@
 # nbgrader settings for teaching with the workbook. Run every nbgrader command from this
-# folder (course/), e.g. `nbgrader autograde 05_assignment_quantized_autoencoder`.
+# folder (course/), e.g. `nbgrader autograde 05_assignment_quantized_autoencoder`, or grade
+# several submissions at once with `python -m workbook.grade_class 05_assignment_quantized_autoencoder`.
 # The instructor's versions are the notebooks in ../notebooks: `make assignments` links
 # them into source/ and writes the student versions into release/ (see README.md here).
 import os
 
 from nbgrader.converters.autograde import Autograde
-from nbgrader.preprocessors import Execute
+from nbgrader.converters.generate_feedback import GenerateFeedback
+from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, OverwriteCells
 
-from workbook.autograde import GuardedExecute
+from workbook.autograde import GradesWithStatus, GuardedExecute, OverwriteReleasedCells
 from workbook.grading import cell_timeout
 
 c = get_config()  # noqa: F821 (defined by nbgrader when it reads this file)
@@ -15,6 +17,9 @@ c = get_config()  # noqa: F821 (defined by nbgrader when it reads this file)
 # The course folder is wherever this file is, so the commands work from any checkout.
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "gradient-workbook"
+# Several graders may write the gradebook at once (workbook.grade_class): each waits up to
+# a minute for another's write to finish instead of failing at once.
+c.CourseDirectory.db_url = f"sqlite:///{os.path.join(c.CourseDirectory.root, 'gradebook.db')}?timeout=60"
 
 # A time limit per cell that follows from the assignment's own budget: part (c)'s training
 # cell and its check get the 300 s budget plus a minute, every other cell two minutes
@@ -23,11 +28,29 @@ c.CourseDirectory.course_id = "gradient-workbook"
 c.Execute.timeout = 120
 c.Execute.timeout_func = cell_timeout
 
-# nbgrader's execute step with the guards a hub needs (workbook/autograde.py): a cell that
-# ends the kernel fails that cell only, a whole submission gets at most 15 minutes, lines
-# that change imported modules are caught before any student code runs, the workbook's
-# files are checked to be unchanged afterwards, and a warning in a graded cell is not an error.
+# nbgrader's execute step with what a hub needs (workbook/autograde.py): the kernel runs in a
+# sandbox, assignment 05's points follow verdicts the grader takes outside the kernel, part
+# (c) is timed by the grader, a whole submission gets at most 15 minutes (re-runs after a
+# restart included), output is capped in bytes, a cell that ends the kernel fails that cell
+# only, and a warning in a graded cell is not an error.
 c.Autograde.autograde_preprocessors = [
     GuardedExecute if step is Execute else step
     for step in Autograde.class_traits()["autograde_preprocessors"].default()
 ]
+
+# A check cell released without its hidden tests is not reported as changed by every student
+# who handed it in untouched: the warning is kept for a check cell someone really edited.
+c.Autograde.sanitize_preprocessors = [
+    OverwriteReleasedCells if step is OverwriteCells else step
+    for step in Autograde.class_traits()["sanitize_preprocessors"].default()
+]
+
+# Feedback shows each check cell as the student had it: the hidden tests are taken out.
+c.GenerateFeedback.preprocessors = [
+    step
+    for default in GenerateFeedback.class_traits()["preprocessors"].default()
+    for step in ((GetGrades, ClearHiddenTests) if default is GetGrades else (default,))
+]
+
+# grades.csv says which submissions could not be graded, instead of a silent 0.
+c.ExportApp.plugin_class = GradesWithStatus

@@ -50,7 +50,16 @@ LAYERS = {
     "layers": {"layers", "discrete_layers"},
     "models and monitor": {"models", "recording", "bottleneck_runs"},
     "figures": {"figures", "plots", "explorer", "estimator_plots", "monitoring", "compare", "missing_gradients"},
-    "checks and grading": {"checks", "assignment_checks", "estimator_checks", "grading", "autograde"},
+    "checks and grading": {
+        "checks",
+        "assignment_checks",
+        "estimator_checks",
+        "grading",
+        "verdicts",
+        "sandbox",
+        "autograde",
+        "grade_class",
+    },
 }
 ORDER = list(LAYERS)
 LAYER_OF = {module: ORDER.index(layer) for layer, modules in LAYERS.items() for module in modules}

@@ -1,310 +1,226 @@
-"""What the graded check cells of the assignment trust, and what they measure elsewhere.
+"""What the assignment's hidden tests record, for a verdict taken outside the student's kernel.
 
 Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests) and
-course/README.md. A graded notebook runs the student's answer cells and the check
-cells in one kernel, so an answer cell can rebind anything a check relies on. Three
-defences, none of which trusts the student's kernel for its reference:
+course/README.md. A graded notebook runs the student's answer cells and the check cells
+in one kernel, so nothing that kernel concludes can be trusted. The hidden tests only
+**record**: the student's functions evaluated (values and gradients) on inputs the
+grader chose at grading time and wrote into the kernel's folder (``grading_probe.npz``),
+the answers as plain strings, the trained model's weights. The verdict is taken by
+:mod:`workbook.verdicts`, run by the grader's own Python in isolated mode, from those
+files alone (course/README.md says how).
 
-- :func:`assert_genuine` compares every function of the workbook, NumPy, Keras,
-  TensorFlow and the few standard modules a check calls with the same functions in a
-  fresh Python process, and fails the check when one was replaced;
-- :func:`measure_reconstruction_apart` measures part (c)'s test error in a separate
-  Python process, from the trained weights alone, on test images that process loads
-  itself, through a 2-bit quantizer of its own;
-- :func:`cell_timeout` gives nbgrader a time limit per cell that follows from the
-  assignment's budget, so a looping answer costs minutes, not the whole grading run.
-
-What a determined student can still do inside the kernel (rewrite this module's own
-functions through their code objects, or read the hidden tests' verdicts and forge
-output) is listed in course/README.md, with what to review by hand.
+Outside grading (the instructor's version run as a notebook), there is no probe: the
+first recording makes one in a temporary folder, and :func:`judge_here` takes the same
+verdicts in the kernel.
 """
 
-import ast
-import contextlib
-import hashlib
+import atexit
 import json
 import os
+import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
-import types
 
 import numpy as np
 
 __all__ = [
-    "assert_genuine",
-    "replaced_functions",
-    "measure_reconstruction_apart",
+    "record_function",
+    "record_answers",
+    "record_model",
+    "judge_here",
+    "write_probe",
     "cell_timeout",
-    "tampering_lines",
+    "PROBE_FILE",
+    "ARTIFACTS_FOLDER",
     "TIME_BUDGET_SECONDS",
     "TARGET_MSE",
 ]
 
 #: Part (c)'s budget for building and training the model, and its target; the check
-#: cell repeats both as literals, so that no answer cell can change what is graded.
+#: cell repeats both as literals, and the verdict uses these.
 TIME_BUDGET_SECONDS = 300
 TARGET_MSE = 0.006
-#: The test images part (c) is measured on: all 2,000 of the bundled test split.
-N_TEST_MEASURED = 2000
 
-# Modules whose functions a check calls, directly or through the workbook: these, and every
-# module of theirs this process has loaded whose name starts with one of them. Classes are
-# looked into (their methods) only where they belong to the same library.
-_LIBRARIES = (
-    "builtins",
-    "math",
-    "time",
-    "subprocess",
-    "json",
-    "tempfile",
-    "os",
-    "types",
-    "functools",
-    "numpy",
-    "keras",
-    "tensorflow",
-)
-# Only what the checks reach: the rest of TensorFlow (thousands of modules) is left out.
-_LIBRARY_PACKAGES = (
-    "numpy",
-    "keras.src.ops",
-    "keras.src.backend.tensorflow",
-    "keras.src.models",
-    "keras.src.layers",
-    "keras.src.trainers",
-    "tensorflow.python.ops",
-    "tensorflow.python.eager",
-    "tensorflow.python.framework",
-)
+#: What the grader writes into the kernel's working folder before the notebook runs,
+#: and where the hidden tests leave what they record (both relative to that folder).
+PROBE_FILE = "grading_probe.npz"
+ARTIFACTS_FOLDER = "grading_artifacts"
 
-# The fresh process's fingerprints, by the modules asked for.
-_pristine = {}
-
-# What a Jupyter kernel itself replaces: ipykernel routes input() to the front end.
-_KERNEL_REPLACES = frozenset({"builtins.input"})
+# The shapes the grader's inputs take: points on the line, and codes shaped like the
+# autoencoder's bottleneck; and images for the gradient inside the autoencoder.
+N_POINTS = 1200
+CODE_SHAPE = (2, 14, 14, 10)
+N_IMAGES = 4
+# Inputs this close to a jump of the quantizer, or to the ends of the clip, are not drawn:
+# there the forward or the derivative legitimately depends on the tie rule.
+TIE_MARGIN = 1e-3
+TIES = (0.5 / 3, 1.5 / 3, 2.5 / 3, 0.0, 1.0)
 
 
-def _code_digest(code):
-    """A digest of what a code object does (marshal's output depends on reference counts)."""
-    digest = hashlib.sha256()
-    for part in (
-        code.co_name,
-        code.co_filename,
-        code.co_firstlineno,
-        code.co_code,
-        code.co_names,
-        code.co_varnames,
-        code.co_freevars,
-        code.co_argcount,
-        code.co_kwonlyargcount,
-    ):
-        digest.update(repr(part).encode())
-    for constant in code.co_consts:
-        digest.update((_code_digest(constant) if isinstance(constant, types.CodeType) else _simple(constant)).encode())
-    return digest.hexdigest()[:16]
+def write_probe(path, seed=None):
+    """Write the grader's inputs for one submission to ``path`` (a seed of its own if None).
 
-
-def _simple(value):
-    """``value`` if it is a plain constant (then its repr is stable across processes), else "object".
-
-    Not the type: a default such as ``sys.stdout`` is a file in a fresh process and
-    ipykernel's stream object in a kernel.
+    Introduced in course/README.md; :class:`workbook.autograde.GuardedExecute` writes one
+    into each submission's folder, from a fresh random seed, before the notebook runs.
     """
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
-        return repr(value)
-    if isinstance(value, tuple):
-        return "(" + ", ".join(_simple(item) for item in value) + ")"
-    return "object"
+    rng = np.random.default_rng(secrets.randbits(64) if seed is None else seed)
 
+    def away_from_ties(low, high, n):
+        values = np.empty(0)
+        while len(values) < n:
+            drawn = rng.uniform(low, high, 2 * n)
+            keep = np.all(np.abs(drawn[:, None] - np.array(TIES)[None, :]) > TIE_MARGIN, axis=1)
+            values = np.concatenate([values, drawn[keep]])
+        return values[:n].astype("float32")
 
-def _function_digest(function, depth=0):
-    """Code, name and defaults of a function, and of the functions it wraps (functools.wraps)."""
-    text = (
-        f"{_code_digest(function.__code__)} {getattr(function, '__qualname__', '')} "
-        f"defaults {_simple(function.__defaults__)}"
-    )
-    wrapped = getattr(function, "__wrapped__", None)
-    if isinstance(wrapped, types.FunctionType) and depth < 4:
-        text += " wraps " + _function_digest(wrapped, depth + 1)
-    return text
-
-
-def _fingerprint(value):
-    """What identifies a function across processes: its code, or its native name."""
-    if isinstance(value, (staticmethod, classmethod)):
-        value = value.__func__
-    if isinstance(value, types.FunctionType):
-        return "function " + _function_digest(value)
-    if isinstance(value, np.ufunc):
-        return f"ufunc {value.__name__} {value.nin}->{value.nout}"
-    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        return f"builtin {getattr(value, '__module__', None)}.{getattr(value, '__qualname__', value.__name__)}"
-    if isinstance(value, types.ModuleType):
-        return f"module {value.__name__}"
-    if callable(value) and not isinstance(value, type) and hasattr(value, "__qualname__"):
-        # A wrapper object, such as NumPy's dispatcher for np.mean or a tf.function.
-        wrapped = getattr(value, "__wrapped__", None) or getattr(value, "_implementation", None)
-        inner = _function_digest(wrapped) if isinstance(wrapped, types.FunctionType) else ""
-        return f"callable {type(value).__qualname__} {getattr(value, '__module__', None)}.{value.__qualname__} {inner}"
-    return None
-
-
-def _module_fingerprints(module, own_only=False):
-    """{name: fingerprint} for a module's functions and its own classes' methods.
-
-    With ``own_only``, only what the module defines itself: a name a module merely binds
-    to another module's function (a loop variable left over from its import, say) may
-    differ between processes with the order of imports.
-    """
-    root = module.__name__.split(".")[0]
-    found = {}
-    for name, value in list(vars(module).items()):
-        if name.startswith("__"):
-            continue
-        if own_only and getattr(value, "__module__", None) != module.__name__:
-            continue
-        fingerprint = _fingerprint(value)
-        if fingerprint is not None:
-            found[f"{module.__name__}.{name}"] = fingerprint
-        elif isinstance(value, type) and str(getattr(value, "__module__", "")).split(".")[0] == root:
-            for attribute, member in list(vars(value).items()):
-                fingerprint = _fingerprint(member)
-                if fingerprint is not None and not fingerprint.startswith("module"):
-                    found[f"{module.__name__}.{name}.{attribute}"] = fingerprint
-    return found
-
-
-def _fingerprints(module_names, reference=False):
-    """Fingerprints of every function in the named modules that this process has imported.
-
-    ``reference``: this is the fresh process, whose answer says what to compare. Inside a
-    library's own modules it names only what each module defines; a name the kernel has
-    and the reference does not is not compared.
-
-    A module itself is fingerprinted by its file, so that an entry of ``sys.modules``
-    replaced by another object (or another file) shows up too.
-    """
-    found = {}
-    for name in module_names:
-        module = sys.modules.get(name)
-        if module is None:
-            continue
-        if not isinstance(module, types.ModuleType):
-            found[name] = f"not a module: {type(module).__name__}"
-            continue
-        found[name] = f"module {getattr(module, '__file__', None)}"
-        own_only = reference and name not in _LIBRARIES and not name.startswith("workbook")
-        found.update(_module_fingerprints(module, own_only))
-    return found
-
-
-def _modules_to_compare():
-    packages = tuple(f"{package}." for package in _LIBRARY_PACKAGES) + ("workbook.",)
-    loaded = sorted(
-        name
-        for name, module in list(sys.modules.items())
-        if module is not None and (name == "workbook" or name.startswith(packages))
-    )
-    return list(_LIBRARIES) + loaded
-
-
-def replaced_functions(timeout=120):
-    """Names of functions that differ from the same functions in a fresh Python process.
-
-    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests). The
-    fresh process imports the same modules (and resolves the same ``workbook`` names)
-    as this one and reports their fingerprints: a function's compiled code and
-    defaults, a native function's name. A function an answer cell replaced, in the
-    workbook or in a library a check calls, shows up here.
-
-    Returns
-    -------
-    list of str
-        Sorted dotted names, e.g. ``["numpy.mean", "workbook.check_quantizer"]``.
-    """
-    names = _modules_to_compare()
-    import workbook
-
-    resolved = sorted(name for name in vars(workbook) if name in getattr(workbook, "_EXPORTS", {}))
-    key = (tuple(names), tuple(resolved))
-    if key not in _pristine:  # one fresh process per kernel and set of modules: it takes seconds
-        request = json.dumps({"modules": names, "workbook_names": resolved})
-        result = _run_fresh(["fingerprints"], timeout, request)
-        if result.returncode != 0:
-            raise RuntimeError(f"the fresh process could not report its functions:\n{result.stderr[-2000:]}")
-        _pristine[key] = json.loads(result.stdout.strip().splitlines()[-1])
-    pristine = _pristine[key]
-    here = _fingerprints(names)
-    replaced = {
-        name
-        for name, fingerprint in here.items()
-        if name in pristine and pristine[name] != fingerprint and name not in _KERNEL_REPLACES
-    }
-    # A workbook function deleted, or a module entry replaced by something without it.
-    replaced |= {
-        name
-        for name, fingerprint in pristine.items()
-        if name.startswith("workbook.")
-        and name not in here
-        and name.rsplit(".", 1)[0] in here
-        and not fingerprint.startswith("module")
-    }
-    return sorted(replaced)
-
-
-def assert_genuine():
-    """Raise AssertionError if an answer cell replaced a function a check relies on.
-
-    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests).
-    """
-    replaced = replaced_functions()
-    assert not replaced, (
-        f"This notebook replaced {len(replaced)} function(s) that the checks rely on: "
-        f"{', '.join(replaced[:8])}{' ...' if len(replaced) > 8 else ''}. A submission may define its own "
-        f"functions, but must not change the workbook's, NumPy's, Keras's or TensorFlow's; this check "
-        f"gives no points while they are changed."
+    np.savez(
+        path,
+        x=away_from_ties(-1.0, 2.0, N_POINTS),
+        code=away_from_ties(-0.5, 1.5, int(np.prod(CODE_SHAPE))).reshape(CODE_SHAPE),
+        images=rng.uniform(0.0, 1.0, (N_IMAGES, 28, 28, 1)).astype("float32"),
+        model_seed=np.array(int(rng.integers(0, 2**31 - 1))),
     )
 
 
-def measure_reconstruction_apart(model, target_mse=TARGET_MSE, timeout=300):
-    """Part (c)'s test MSE, measured in a separate Python process from ``model``'s weights.
+_here = {}
 
-    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests). The
-    other process builds :func:`workbook.autoencoder` with a 2-bit quantizer of its own
-    (``round(3 clip(x, 0, 1)) / 3``), loads the weights, loads all 2,000 bundled test
-    images itself and computes the mean squared error. Nothing the student's kernel
-    defines or changes takes part, apart from the weights.
 
-    Returns
-    -------
-    bool
-        True if that MSE is at most ``target_mse``; one line says what was measured.
+def _folder():
+    """Where the probe is and the recordings go: the kernel's folder while grading, else a temporary one."""
+    if os.path.exists(PROBE_FILE):
+        return "."
+    if "folder" not in _here:  # outside grading: a probe of this kernel's own, beside no notebook
+        _here["folder"] = tempfile.mkdtemp(prefix="workbook-grading-")
+        atexit.register(shutil.rmtree, _here["folder"], True)
+        write_probe(os.path.join(_here["folder"], PROBE_FILE))
+    return _here["folder"]
+
+
+def _probe():
+    """The grader's inputs (made once per kernel when the notebook runs outside grading)."""
+    with np.load(os.path.join(_folder(), PROBE_FILE), allow_pickle=False) as stored:
+        return {name: stored[name] for name in stored.files}
+
+
+def _save(grade_id, arrays=None, answers=None):
+    folder = os.path.join(_folder(), ARTIFACTS_FOLDER)
+    os.makedirs(folder, exist_ok=True)
+    if arrays is not None:
+        np.savez(os.path.join(folder, f"{grade_id}.npz"), **arrays)
+    if answers is not None:
+        with open(os.path.join(folder, f"{grade_id}.json"), "w") as file:
+            json.dump(answers, file)
+
+
+def _value_and_gradient(fn, x):
+    from .gradients import value_and_gradient
+
+    value, gradient = value_and_gradient(fn, x)
+    gradient = np.full(np.shape(x), np.nan, "float32") if gradient is None else np.asarray(gradient, "float32")
+    return np.asarray(value, "float32"), gradient
+
+
+def record_function(grade_id, fn):
+    """Record ``fn``'s values and gradients on the grader's inputs, alone and inside the autoencoder.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests): parts (a)
+    and (b). What ``fn`` raises is recorded as its answer; a missing gradient as NaN.
+    """
+    import keras
+    import tensorflow as tf
+
+    from .models import autoencoder
+
+    probe = _probe()
+    try:
+        arrays = {}
+        for name in ("x", "code"):
+            arrays[f"{name}_value"], arrays[f"{name}_gradient"] = _value_and_gradient(fn, tf.constant(probe[name]))
+        model = autoencoder(bottleneck=fn, seed=int(probe["model_seed"]))
+        images = tf.constant(probe["images"])
+        with tf.GradientTape() as tape:
+            loss = keras.ops.mean((model(images, training=True) - images) ** 2)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        for index, (variable, gradient) in enumerate(zip(model.trainable_variables, gradients, strict=True)):
+            value = np.full(variable.shape, np.nan, "float32") if gradient is None else np.asarray(gradient)
+            arrays[f"model_gradient_{index}"] = value.astype("float32")
+    except Exception as error:  # the student's function: its failure is what is recorded
+        _save(grade_id, answers={"error": f"{type(error).__name__}: {error}"[:500]})
+        return
+    _save(grade_id, arrays=arrays)
+
+
+def record_answers(grade_id, **answers):
+    """Record written answers (strings) for the verdict.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests): part (b).
+    """
+    _save(grade_id, answers={name: value if isinstance(value, str) else repr(value) for name, value in answers.items()})
+
+
+def record_model(grade_id, model):
+    """Record a trained model's weights, in order, for the verdict.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests): part (c).
     """
     try:
-        weights = [np.asarray(weight) for weight in model.get_weights()]
+        weights = {f"weight_{i}": np.asarray(weight, "float32") for i, weight in enumerate(model.get_weights())}
     except Exception as error:
-        print(f"✗ Could not read the weights of model: {type(error).__name__}: {error}")
-        return False
-    with tempfile.TemporaryDirectory(prefix="workbook-grading-") as folder:
-        path = os.path.join(folder, "weights.npz")
-        np.savez(path, *weights)
-        result = _run_fresh(["reconstruction", path], timeout)
+        _save(grade_id, answers={"error": f"could not read the model's weights: {type(error).__name__}: {error}"})
+        return
+    _save(grade_id, arrays=weights)
+
+
+def judge_here(grade_id, training_seconds=None):
+    """Outside grading: take the verdict on what was recorded, here, and assert it passed.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests), so that the
+    instructor's version checks itself when it runs as a notebook. While nbgrader grades,
+    this does nothing: the grader takes the verdict itself, outside this kernel.
+    """
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+        return
+    from .verdicts import judge
+
+    folder = _folder()
+    verdicts = judge(
+        os.path.join(folder, PROBE_FILE), os.path.join(folder, ARTIFACTS_FOLDER), training_seconds, [grade_id]
+    )
+    passed, message = verdicts[grade_id]
+    print(message)
+    assert passed, message
+
+
+def run_verdicts(probe, artifacts, training_seconds=None, grade_ids=None, timeout=600):
+    """{grade_id: (passed, message)} from ``python -I -m workbook.verdicts``, in a clean environment.
+
+    Introduced in course/README.md. The process is this Python in isolated mode (no
+    import path from the environment or the working folder, no user site-packages),
+    started in an empty folder with an environment of its own.
+    """
+    command = [sys.executable, "-I", "-m", "workbook.verdicts", str(probe), str(artifacts)]
+    if training_seconds is not None:
+        command += ["--training-seconds", repr(float(training_seconds))]
+    for grade_id in grade_ids or ():
+        command += ["--grade-id", grade_id]
+    with tempfile.TemporaryDirectory(prefix="workbook-verdicts-") as empty:
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": empty,
+            "KERAS_HOME": os.path.join(empty, "keras"),
+            "MPLCONFIGDIR": os.path.join(empty, "matplotlib"),
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+            "TF_ENABLE_ONEDNN_OPTS": "0",
+            "CUDA_VISIBLE_DEVICES": "",
+            "LANG": "C.UTF-8",
+        }
+        result = subprocess.run(command, cwd=empty, env=env, capture_output=True, text=True, timeout=timeout)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
-        print(f"✗ The separate measurement failed: {result.stderr.strip().splitlines()[-1:] or ['no output']}")
-        return False
-    measured = json.loads(lines[-1])
-    if "error" in measured:
-        print(f"✗ {measured['error']}")
-        return False
-    mse = measured["mse"]
-    verdict = "✓" if mse <= target_mse else "✗"
-    print(
-        f"{verdict} measured apart: test MSE {mse:.5f} on all {measured['n_test']:,} bundled test images "
-        f"(target {target_mse:g})."
-    )
-    return mse <= target_mse
+        raise RuntimeError(f"the verdict process failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return {grade_id: tuple(verdict) for grade_id, verdict in json.loads(lines[-1]).items()}
 
 
 def cell_timeout(cell):
@@ -319,180 +235,3 @@ def cell_timeout(cell):
     if grade_id in ("c_train_answer", "c_reconstruction"):
         return TIME_BUDGET_SECONDS + 60
     return 120
-
-
-# What an honest answer never needs: tools that change code or modules behind their backs.
-_TAMPERING_CALLS = {
-    "setattr": "calls setattr",
-    "delattr": "calls delattr",
-    "__import__": "calls __import__",
-    "exec": "runs code from a string (exec)",
-    "eval": "runs code from a string (eval)",
-    "compile": "compiles code from a string",
-}
-_TAMPERING_ATTRIBUTES = {
-    "__code__",
-    "__globals__",
-    "__dict__",
-    "__defaults__",
-    "__kwdefaults__",
-    "__closure__",
-    "__class__",
-    "__bases__",
-    "__builtins__",
-    "modules",
-}
-_TAMPERING_MODULES = {"builtins", "gc", "ctypes"}
-
-
-def tampering_lines(notebook):
-    """Lines of a submission's writable cells that change imported modules or objects.
-
-    Introduced in course/README.md; :class:`workbook.autograde.GuardedExecute` calls it in
-    the grader's own process, before the student's code runs. The cells read are those a
-    student can write: answer cells, unlocked cells and added cells (nbgrader restores
-    the locked ones). A line counts when it assigns to or deletes an attribute of a name
-    that came from an ``import`` (``np.mean = ...``, ``workbook.check_quantizer = ...``), or
-    uses ``setattr``, ``delattr``, ``__import__``, ``exec``, ``eval``, ``compile``,
-    ``sys.modules``, ``__code__``-like attributes, or the ``builtins``, ``gc`` or
-    ``ctypes`` modules.
-
-    Returns
-    -------
-    list of (cell index, line number, line, reason)
-        In the order of the notebook; empty for an honest submission.
-    """
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    transformer = TransformerManager()
-    imported, found = set(), []
-    for index, cell in enumerate(notebook.cells):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") != "code":
-            continue
-        try:
-            tree = ast.parse(transformer.transform_cell(cell.source))
-        except SyntaxError:
-            continue  # it fails when it runs, and earns nothing
-        imported |= _imported_names(tree)
-        if meta.get("locked"):
-            continue
-        lines = cell.source.splitlines()
-        for node in ast.walk(tree):
-            reason = _tampering_reason(node, imported)
-            if reason:
-                line_number = getattr(node, "lineno", 1)
-                found.append((index, line_number, lines[line_number - 1] if line_number <= len(lines) else "", reason))
-    return sorted(set(found))
-
-
-def _imported_names(tree):
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    return names
-
-
-def _tampering_reason(node, imported):
-    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-        for target in targets:
-            for element in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
-                root = element
-                while isinstance(root, ast.Attribute):
-                    root = root.value
-                if isinstance(element, ast.Attribute) and isinstance(root, ast.Name) and root.id in imported:
-                    return f"changes {ast.unparse(element)}, which belongs to an imported module or object"
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _TAMPERING_CALLS:
-        return _TAMPERING_CALLS[node.func.id]
-    if isinstance(node, ast.Attribute) and node.attr in _TAMPERING_ATTRIBUTES:
-        return f"reaches {node.attr}"
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-        touched = [m for m in modules if m.split(".")[0] in _TAMPERING_MODULES]
-        if touched:
-            return f"imports {touched[0]}"
-    return None
-
-
-def _run_fresh(arguments, timeout, request=None):
-    """``python -m workbook.grading ARGUMENTS`` in a fresh process that imports what this one does.
-
-    It runs in an empty folder (no module a submission left in its own folder can shadow a
-    library) with this process's import path, minus that folder, as PYTHONPATH: a workbook
-    or library installed with ``--user`` or found through PYTHONPATH is found there too.
-    """
-    here = os.path.abspath(os.getcwd())
-    path = [entry for entry in sys.path if entry and os.path.abspath(entry) != here]
-    env = {name: value for name, value in os.environ.items() if name not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
-    env["PYTHONPATH"] = os.pathsep.join(path)
-    with tempfile.TemporaryDirectory(prefix="workbook-fresh-") as empty:
-        return subprocess.run(
-            [sys.executable, "-m", "workbook.grading", *arguments],
-            input=request,
-            cwd=empty,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
-
-
-# --- what runs in the fresh process --------------------------------------------------
-
-
-def _report_fingerprints(request):
-    import importlib
-
-    from .environment import _quiet_tensorflow
-
-    _quiet_tensorflow()
-    for name in request["modules"]:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
-    import workbook
-
-    for name in request["workbook_names"]:
-        getattr(workbook, name)
-    return _fingerprints(request["modules"], reference=True)
-
-
-def _measure_reconstruction(path):
-    from .environment import _quiet_tensorflow
-
-    _quiet_tensorflow()
-    import keras
-
-    from .data import load_mnist
-    from .models import autoencoder
-
-    def quantize_2bit(x):
-        return keras.ops.round(3.0 * keras.ops.clip(x, 0.0, 1.0)) / 3.0
-
-    with np.load(path) as stored:
-        weights = [stored[f"arr_{i}"] for i in range(len(stored.files))]
-    model = autoencoder(bottleneck=quantize_2bit)
-    expected = [tuple(weight.shape) for weight in model.get_weights()]
-    if [tuple(weight.shape) for weight in weights] != expected:
-        return {
-            "error": "part (c) is measured on workbook.autoencoder(bottleneck=...)'s layers; model has "
-            f"weights shaped {[tuple(w.shape) for w in weights]}, not {expected}."
-        }
-    model.set_weights(weights)
-    (_, _), (x_test, _) = load_mnist(n_test=N_TEST_MEASURED, source="bundled")
-    reconstructions = np.asarray(model.predict(x_test, batch_size=250, verbose=0), dtype="float64")
-    return {"mse": float(np.mean((reconstructions - x_test) ** 2)), "n_test": len(x_test)}
-
-
-def _main(argv):
-    if argv[:1] == ["fingerprints"]:
-        print(json.dumps(_report_fingerprints(json.loads(sys.stdin.read()))))
-    elif argv[:1] == ["reconstruction"] and len(argv) == 2:
-        print(json.dumps(_measure_reconstruction(argv[1])))
-    else:
-        raise SystemExit("usage: python -m workbook.grading fingerprints < request.json | reconstruction WEIGHTS.npz")
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])
