@@ -49,7 +49,7 @@ START, ZOO, LAB = "00_start_here.ipynb", "02_surrogate_zoo.ipynb", "04_autoencod
 BROWSER_PARAMETERS = {LAB: {"refresh_seconds": 0.0}}
 
 VIEWPORT = {"width": 1280, "height": 1000}
-TAB_RED = (0xD6, 0x27, 0x28)  # matplotlib's "tab:red", the colour of the no-gradient marker
+NO_GRADIENT_RGB = (0xD5, 0x5E, 0x00)  # Okabe and Ito's vermillion, the colour of the no-gradient marker
 
 
 # -- fixtures ------------------------------------------------------------------
@@ -384,7 +384,7 @@ def test_live_gradient_plot_updates_in_place(session):
         assert re.search(r"encoder[^;]*: no gradient", text), f"the caption does not mark the dead encoder: {text!r}"
         figure = outputs.locator("img").first
         figure.scroll_into_view_if_needed()
-        red = pixels_near(figure.screenshot(), TAB_RED)
+        red = pixels_near(figure.screenshot(), NO_GRADIENT_RGB)
         tab.screenshot("04_dead_encoder_marker", locator=cell)
         tab.screenshot("04_live_figure", around=[figure, caption])
         assert red > 200, f"the live figure shows only {red} pixels of the red no-gradient marker"

@@ -83,7 +83,13 @@ def _can_run_python_as(user):
     is read-only to it all the same.
     """
     entry = pwd.getpwnam(user)
-    command = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups", sys.executable]
+    # Tried inside bwrap, as the kernel will run: setpriv alone keeps root's capabilities, which
+    # would let the user through a folder that only root may enter.
+    command = [
+        *("setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups", "--"),
+        *("bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-user", "--"),
+        sys.executable,
+    ]
     result = subprocess.run([*command, "-c", "import ipykernel"], capture_output=True, cwd="/", timeout=120)
     return result.returncode == 0
 
