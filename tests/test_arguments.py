@@ -79,16 +79,25 @@ def test_check_range_refuses_anything_else_naming_the_argument_and_the_value(val
     assert str(error.value) == f"x_range={value!r} must be two finite numbers (low, high) with low < high."
 
 
-@pytest.mark.parametrize("seed", [0, 7, np.int64(3)])
-def test_check_seed_accepts_whole_numbers_from_zero(seed):
+@pytest.mark.parametrize("seed", [0, 7, np.int64(3), np.uint32(4294967295), 4294967295])
+def test_check_seed_accepts_whole_numbers_from_zero_to_two_to_the_32_minus_one(seed):
     check_seed(seed)
 
 
-@pytest.mark.parametrize("seed", [-1, 1.0, True, None, "0"])
+@pytest.mark.parametrize("seed", [-1, 4294967296, 2**70, 1.0, True, None, "0"])
 def test_check_seed_refuses_anything_else_with_an_example(seed):
     with pytest.raises(ValueError) as error:
         check_seed(seed)
-    assert str(error.value) == f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0."
+    assert str(error.value) == f"seed={seed!r} must be a whole number from 0 to 2**32 - 1 = 4294967295, e.g. seed=0."
+
+
+def test_check_seed_names_its_owner_and_takes_none_where_asked():
+    check_seed(None, allow_none=True)
+    with pytest.raises(ValueError) as error:
+        check_seed(-1, owner="sample_latent", allow_none=True)
+    assert str(error.value) == (
+        "sample_latent: seed=-1 must be a whole number from 0 to 2**32 - 1 = 4294967295, e.g. seed=0, or None."
+    )
 
 
 def test_value_and_gradient_of_a_square_is_the_value_and_twice_x():

@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 
-from .arguments import check_seed
+from .arguments import check_flag, check_seed
 
 
 def setup(seed=0, quiet=True):
@@ -22,7 +22,7 @@ def setup(seed=0, quiet=True):
     ----------
     seed : int
         The seed for ``random``, NumPy and TensorFlow (through
-        ``keras.utils.set_random_seed``).
+        ``keras.utils.set_random_seed``): a whole number from 0 to 2**32 - 1.
     quiet : bool
         Keep TensorFlow's start-up and runtime log lines (C++ and Python) out of the
         output, and build Matplotlib's font cache without its one-time message. Call
@@ -35,6 +35,7 @@ def setup(seed=0, quiet=True):
         The versions in use, as :func:`environment_report` gives them.
     """
     check_seed(seed)
+    check_flag("quiet", quiet)
     if quiet:
         _quiet_tensorflow()
     import keras

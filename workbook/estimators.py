@@ -26,7 +26,7 @@ one, with its own trade-off:
 Every function uses ``keras.ops`` and works eagerly, in ``tf.function`` and in a layer.
 """
 
-from .arguments import is_number
+from .arguments import check_seed, is_number, refuse
 
 __all__ = ["ESTIMATORS", "LATENTS", "sample_latent", "latent_mode", "check_estimator", "check_tau"]
 
@@ -62,6 +62,23 @@ def check_tau(tau, owner="sample_latent"):
     return float(tau)
 
 
+def check_logits(logits, latent, owner="sample_latent"):
+    """``logits`` as a float tensor, with at least one class for a categorical latent, or a ValueError."""
+    import keras
+    from keras import ops
+
+    try:
+        tensor = ops.convert_to_tensor(logits)
+        dtype = keras.backend.standardize_dtype(tensor.dtype)
+    except (TypeError, ValueError):
+        refuse("logits", logits, "a float array or tensor of log-odds (or of log-probabilities)", owner)
+    if "float" not in dtype:
+        refuse("logits", logits, "a float tensor, e.g. keras.ops.cast(logits, 'float32')", owner)
+    if latent == "categorical" and (len(tensor.shape) == 0 or tensor.shape[-1] == 0):
+        refuse("logits", logits, "shaped (..., classes) with at least one class along the last axis", owner)
+    return tensor
+
+
 def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=1.0, seed=None):
     """Draw a discrete latent from ``logits``, with ``estimator``'s gradient.
 
@@ -77,7 +94,8 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
     tau : float
         The Gumbel-softmax temperature (ignored by the other estimators).
     seed : int, keras.random.SeedGenerator or None
-        Passed to ``keras.random.uniform``.
+        Passed to ``keras.random.uniform``: a whole number from 0 to 2**32 - 1, a generator,
+        or None for fresh noise.
 
     Returns
     -------
@@ -92,7 +110,9 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
 
     check_estimator(estimator, latent)
     tau = check_tau(tau)
-    logits = ops.convert_to_tensor(logits)
+    if not isinstance(seed, keras.random.SeedGenerator):
+        check_seed(seed, owner="sample_latent", allow_none=True)
+    logits = check_logits(logits, latent)
     u = keras.random.uniform(ops.shape(logits), minval=_EPSILON, maxval=1.0 - _EPSILON, dtype=logits.dtype, seed=seed)
     if latent == "bernoulli":
         noise = ops.log(u) - ops.log(1.0 - u)  # logistic: P(logits + noise > 0) = sigmoid(logits)

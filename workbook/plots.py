@@ -9,7 +9,8 @@ as a cell's last value is shown exactly once.
 import numpy as np
 from matplotlib.transforms import ScaledTranslation
 
-from .derivatives import measure, resolve
+from .arguments import refuse
+from .derivatives import check_grid, measure, resolve
 from .figures import PngFigure, figure_png
 
 __all__ = ["plot_derivatives", "DerivativeFigure", "figure_png"]
@@ -79,8 +80,11 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
     """
     if ax is not None and axes is not None:
         raise ValueError("Pass ax=... (derivative panel only) or axes=(ax1, ax2), not both.")
-    if axes is not None and len(axes) != 2:
-        raise ValueError(f"axes must be a pair (forward axes, derivative axes); got {len(axes)} axes.")
+    if axes is not None and (not hasattr(axes, "__len__") or len(axes) != 2):
+        refuse("axes", axes, "a pair (forward axes, derivative axes), e.g. axes=figure.subplots(1, 2)")
+    if title is not None and not isinstance(title, str):
+        refuse("title", title, "a string, or None for the surrogate's name")
+    check_grid(x_range, n_points)
     fn, known = resolve(fn_or_name)
     data = measure(fn, x_range, n_points, dtype)
     name = title or (known.name if known is not None else getattr(fn, "__name__", "fn"))

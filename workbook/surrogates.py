@@ -89,6 +89,8 @@ class SurrogateGradient:
             raise ValueError(f"derivative={derivative!r} must be a function of x, e.g. keras.ops.ones_like.")
         if name is not None and not isinstance(name, str):
             raise ValueError(f"name={name!r} must be a string or None.")
+        if formula is not None and not isinstance(formula, str):
+            raise ValueError(f"formula={formula!r} must be a string (LaTeX for the derivative) or None.")
         self._forward, self._derivative = forward, derivative
         self.name = name or getattr(forward, "__name__", "surrogate").strip("<>")
         self._spec = dict(spec or {})
