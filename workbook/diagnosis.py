@@ -157,7 +157,7 @@ def _trace_and_measure(followed):
         returned = "None (is a `return` missing?)" if traced.outputs is None else shown(traced.outputs)
         raise ValueError(
             f"target returned {returned}, not a tensor: there is no output whose gradient could be "
-            f"followed. It must return the tensor computed from its input."
+            f"followed. It must return what it computes from its input."
         )
     if flags is None:
         return Measurement(traced=traced)

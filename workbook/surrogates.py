@@ -89,8 +89,6 @@ class SurrogateGradient:
             raise ValueError(f"derivative={derivative!r} must be a function of x, e.g. keras.ops.ones_like.")
         if name is not None and not isinstance(name, str):
             raise ValueError(f"name={name!r} must be a string or None.")
-        if formula is not None and not isinstance(formula, str):
-            raise ValueError(f"formula={formula!r} must be a string (LaTeX for the derivative) or None.")
         self._forward, self._derivative = forward, derivative
         self.name = name or getattr(forward, "__name__", "surrogate").strip("<>")
         self._spec = dict(spec or {})
@@ -264,6 +262,8 @@ def surrogate(forward, derivative, name=None, formula=None):
         Use it in ``tf.function``, in ``keras.layers.Lambda`` or on a functional model's
         tensors; to save a model, use :class:`workbook.layers.Surrogate` instead.
     """
+    if formula is not None and not isinstance(formula, str):
+        raise ValueError(f"formula={formula!r} must be a string (LaTeX for the derivative) or None.")
     return SurrogateGradient(forward, derivative, name, formula=formula)
 
 
