@@ -99,6 +99,8 @@ BAD_CALLS = {
     "plot_derivatives(42)": (lambda: workbook.plot_derivatives(42), ["fn_or_name=42"]),
     "plot_derivatives('nope')": (lambda: workbook.plot_derivatives("nope"), ["fn_or_name='nope'"]),
     "plot_derivatives(axes=5)": (lambda: workbook.plot_derivatives("sign_ste", axes=5), ["axes=5", "pair"]),
+    "plot_derivatives(ax=5)": (lambda: workbook.plot_derivatives("sign_ste", ax=5), ["ax=5", "Axes"]),
+    "plot_derivatives(axes=(1, 2))": (lambda: workbook.plot_derivatives("sign_ste", axes=(1, 2)), ["axes=(1, 2)"]),
     "plot_derivatives(title=5)": (lambda: workbook.plot_derivatives("sign_ste", title=5), ["title=5"]),
     "explore_surrogates(n_points=10**9)": (
         lambda: workbook.explore_surrogates(n_points=10**9),
@@ -123,12 +125,20 @@ BAD_CALLS = {
     "check_surrogate(fn=None)": (lambda: check_surrogate(fn=None), ["fn=None"]),
     "check_surrogate(forward=None)": (lambda: check_surrogate(forward=None), ["forward=None"]),
     "check_surrogate(derivative=1)": (lambda: check_surrogate(derivative=1), ["derivative=1"]),
+    "check_surrogate(x_range beyond float32)": (
+        lambda: check_surrogate(x_range=(-1e300, 1e300)),
+        ["x_range=(-1e+300, 1e+300)", "float32"],
+    ),
     "check_surrogate(x_range=(0, 0))": (lambda: check_surrogate(x_range=(0, 0)), ["x_range=(0, 0)"]),
     # assignment_checks.py
     "check_quantizer(None)": (lambda: workbook.check_quantizer(None), ["fn=None"]),
     "check_quantizer(gradient='yes')": (lambda: workbook.check_quantizer(ones, gradient="yes"), ["gradient='yes'"]),
     "check_quantizer(n_points=10**9)": (lambda: workbook.check_quantizer(ones, n_points=10**9), ["n_points="]),
     "check_quantizer(seed=2**32)": (lambda: workbook.check_quantizer(ones, seed=2**32), ["seed=4294967296"]),
+    "check_quantizer(x_range beyond float32)": (
+        lambda: workbook.check_quantizer(ones, x_range=(0, 1e39)),
+        ["x_range=(0, 1e+39)", "float32"],
+    ),
     "check_quantizer(x_range at a jump)": (
         lambda: workbook.check_quantizer(ones, x_range=(0.1664, 0.1669)),
         ["x_range=(0.1664, 0.1669)", "jump"],
@@ -253,6 +263,10 @@ BAD_CALLS = {
     "sample_latent(int logits)": (
         lambda: workbook.sample_latent(np.zeros(3, dtype="int64")),
         ["logits=", "int64", "float"],
+    ),
+    "sample_latent(NaN logits)": (
+        lambda: workbook.sample_latent(np.array([0.0, math.nan])),
+        ["logits=", "NaN"],
     ),
     "sample_latent('abc')": (lambda: workbook.sample_latent("abc"), ["logits="]),
     "sample_latent(no classes)": (

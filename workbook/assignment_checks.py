@@ -13,12 +13,11 @@ from .arguments import (
     check_count,
     check_flag,
     check_images,
-    check_range,
     check_seed,
     is_number,
     refuse,
 )
-from .checks import MAX_POINTS, report_mismatch, sample_points
+from .checks import MAX_POINTS, check_test_range, report_mismatch, sample_points
 from .gradients import value_and_gradient
 
 __all__ = ["check_quantizer", "check_gradient_fix", "check_reconstruction", "LEVELS"]
@@ -60,7 +59,7 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
 
     check_callable("fn", fn, "your quantizer, a function of one float tensor", owner="check_quantizer")
     check_flag("gradient", gradient, owner="check_quantizer")
-    check_range("x_range", x_range)
+    check_test_range(x_range, "float32", owner="check_quantizer")
     check_count("n_points", n_points, low=2, high=MAX_POINTS, owner="check_quantizer")
     check_seed(seed, owner="check_quantizer")
     x = _away_from(sample_points(x_range, n_points, n_points, seed, off_grid=False), _TIES)

@@ -8,7 +8,15 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from .arguments import check_callable, check_count, check_float_dtype, check_range, check_seed, check_tolerance
+from .arguments import (
+    check_callable,
+    check_count,
+    check_float_dtype,
+    check_range,
+    check_seed,
+    check_tolerance,
+    refuse,
+)
 from .gradients import value_and_gradient
 
 __all__ = ["check_surrogate"]
@@ -51,10 +59,10 @@ def check_surrogate(
     """
     for argument, value in (("fn", fn), ("forward", forward), ("derivative", derivative)):
         check_callable(argument, value, "a function of one tensor x", owner="check_surrogate")
-    check_range("x_range", x_range)
     check_count("n_points", n_points, low=2, high=MAX_POINTS, owner="check_surrogate")
     check_count("n_samples", n_samples, low=0, high=MAX_POINTS, owner="check_surrogate")
     dtype = check_float_dtype("dtype", dtype, owner="check_surrogate")
+    check_test_range(x_range, dtype, owner="check_surrogate")
     check_tolerance("rtol", rtol, owner="check_surrogate")
     check_tolerance("atol", atol, owner="check_surrogate")
     check_seed(seed, owner="check_surrogate")
@@ -99,6 +107,14 @@ def check_surrogate(
         f"backprop uses derivative(x) (largest difference {worst:.2g})."
     )
     return True
+
+
+def check_test_range(x_range, dtype, owner):
+    """Refuse an ``x_range`` that is not (low, high), or whose ends ``dtype`` cannot hold (they would be inf)."""
+    check_range("x_range", x_range)
+    largest = float(tf.as_dtype(dtype).max)
+    if max(abs(float(x_range[0])), abs(float(x_range[1]))) > largest:
+        refuse("x_range", x_range, f"within what {dtype} holds, -{largest:.3g} to {largest:.3g}", owner)
 
 
 def sample_points(x_range, n_points, n_samples, seed, off_grid=True):

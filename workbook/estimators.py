@@ -76,6 +76,9 @@ def check_logits(logits, latent, owner="sample_latent"):
         refuse("logits", logits, "a float tensor, e.g. keras.ops.cast(logits, 'float32')", owner)
     if latent == "categorical" and (len(tensor.shape) == 0 or tensor.shape[-1] == 0):
         refuse("logits", logits, "shaped (..., classes) with at least one class along the last axis", owner)
+    # Values are known only outside a traced function (in a layer they are symbolic).
+    if hasattr(tensor, "numpy") and not bool(ops.all(ops.isfinite(tensor))):
+        refuse("logits", logits, "finite: it holds NaN or infinity, which give no probability", owner)
     return tensor
 
 

@@ -7,6 +7,7 @@ as a cell's last value is shown exactly once.
 """
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.transforms import ScaledTranslation
 
 from .arguments import refuse
@@ -78,12 +79,7 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         A new figure, or the one ``ax``/``axes`` belong to. The backprop curve is the
         GradientTape gradient through ``fn``, measured, not drawn from the formula.
     """
-    if ax is not None and axes is not None:
-        raise ValueError("Pass ax=... (derivative panel only) or axes=(ax1, ax2), not both.")
-    if axes is not None and (not hasattr(axes, "__len__") or len(axes) != 2):
-        refuse("axes", axes, "a pair (forward axes, derivative axes), e.g. axes=figure.subplots(1, 2)")
-    if title is not None and not isinstance(title, str):
-        refuse("title", title, "a string, or None for the surrogate's name")
+    _check_where(ax, axes, title)
     check_grid(x_range, n_points)
     fn, known = resolve(fn_or_name)
     data = measure(fn, x_range, n_points, dtype)
@@ -108,6 +104,19 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         ax_forward.grid(alpha=0.3)
     _draw_derivatives(ax_derivative, data, known, name)
     return figure
+
+
+def _check_where(ax, axes, title):
+    """Refuse ``ax``/``axes``/``title`` that :func:`plot_derivatives` cannot draw into, naming them."""
+    if ax is not None and axes is not None:
+        raise ValueError("Pass ax=... (derivative panel only) or axes=(ax1, ax2), not both.")
+    if ax is not None and not isinstance(ax, Axes):
+        refuse("ax", ax, "a Matplotlib Axes, e.g. ax=figure.subplots()")
+    pair = hasattr(axes, "__len__") and len(axes) == 2 and all(isinstance(a, Axes) for a in axes)
+    if axes is not None and not pair:
+        refuse("axes", axes, "a pair of Matplotlib Axes (forward, derivatives), e.g. axes=figure.subplots(1, 2)")
+    if title is not None and not isinstance(title, str):
+        refuse("title", title, "a string, or None for the surrogate's name")
 
 
 def _draw_derivatives(ax, data, known, name):
