@@ -1,9 +1,12 @@
 """Argument checks shared by every public function, so a bad value is refused the same way.
 
-Each public function names its own argument and says what is allowed, in its own words
-(see the "Errors speak to a student" notes in each notebook); these predicates decide
-what counts as a whole number or a number in a range, so that ``True`` is never taken
-for 1, ``nan`` never passes a bound, and NumPy scalars count like Python ones.
+Each public function names its own argument and says what is allowed (see the "Errors
+speak to a student" notes in each notebook); the predicates here decide what counts as a
+whole number or a number in a range, so that ``True`` is never taken for 1, ``nan`` never
+passes a bound, and NumPy scalars count like Python ones. The ``check_*`` functions hold
+the rules every function shares (one range for every seed, an upper bound on every
+count, finite tolerances, MNIST images) and refuse through :func:`refuse`, as
+``[function: ]argument=value must be what is allowed.``
 """
 
 import math
@@ -63,6 +66,8 @@ def check_range(argument, value):
 
 def shown(value):
     """``value`` as a message shows it: an array by its shape and dtype, a huge int by its size."""
+    if isinstance(value, np.generic):
+        value = value.item()  # np.float32(0.5) reads 0.5, under NumPy 1 and 2 alike
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     if shape is not None and dtype is not None and not isinstance(value, numbers.Number):
         return f"<{type(value).__name__} of shape {tuple(shape)}, dtype {getattr(dtype, 'name', dtype)}>"
