@@ -234,7 +234,7 @@ def without(arrays, key):
 # what is wrong with the file -> what the one line (and source="keras"'s error) says
 NOT_MNIST = {
     "uint16 images": (lambda a: {**a, "x_train": a["x_train"].astype(np.uint16) * 257}, "holds uint16"),
-    "NaN images": (with_nan, "NaN or infinity in 1 images"),
+    "NaN images": (with_nan, "NaN or infinity in 1 of its 60 images"),
     "float images in 0-255": (lambda a: {**a, "x_test": a["x_test"] * 1.0}, "floats must be in [0, 1]"),
     "labels outside 0-9": (lambda a: {**a, "y_train": a["y_train"] + 1}, "6 labels outside 0-9 (e.g. 10)"),
     "negative labels": (lambda a: {**a, "y_test": a["y_test"].astype(np.int8) - 1}, "outside 0-9 (e.g. -1)"),

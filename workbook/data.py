@@ -148,7 +148,8 @@ def _images_problem(x):
     if x.dtype.kind != "f":
         return f"array {{images}} holds {x.dtype.name}; MNIST's pixels are uint8 (0-255) or floats in [0, 1]"
     if not np.isfinite(x).all():
-        return f"array {{images}} holds NaN or infinity in {int((~np.isfinite(x)).any(axis=(1, 2)).sum()):,} images"
+        bad = int((~np.isfinite(x)).any(axis=(1, 2)).sum())
+        return f"array {{images}} holds NaN or infinity in {bad:,} of its {len(x):,} images"
     if x.min() < 0 or x.max() > 1:
         return f"array {{images}} holds {x.dtype.name} values in [{x.min():g}, {x.max():g}]; floats must be in [0, 1]"
     return None
