@@ -79,16 +79,25 @@ def test_check_range_refuses_anything_else_naming_the_argument_and_the_value(val
     assert str(error.value) == f"x_range={value!r} must be two finite numbers (low, high) with low < high."
 
 
-@pytest.mark.parametrize("seed", [0, 7, np.int64(3)])
-def test_check_seed_accepts_whole_numbers_from_zero(seed):
+@pytest.mark.parametrize("seed", [0, 7, np.int64(3), np.uint32(4294967295), 4294967295])
+def test_check_seed_accepts_whole_numbers_from_zero_to_two_to_the_32_minus_one(seed):
     check_seed(seed)
 
 
-@pytest.mark.parametrize("seed", [-1, 1.0, True, None, "0"])
+@pytest.mark.parametrize("seed", [-1, 4294967296, 2**70, 1.0, True, None, "0"])
 def test_check_seed_refuses_anything_else_with_an_example(seed):
     with pytest.raises(ValueError) as error:
         check_seed(seed)
-    assert str(error.value) == f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0."
+    assert str(error.value) == f"seed={seed!r} must be a whole number from 0 to 2**32 - 1 = 4294967295, e.g. seed=0."
+
+
+def test_check_seed_names_its_owner_and_takes_none_where_asked():
+    check_seed(None, allow_none=True)
+    with pytest.raises(ValueError) as error:
+        check_seed(-1, owner="sample_latent", allow_none=True)
+    assert str(error.value) == (
+        "sample_latent: seed=-1 must be a whole number from 0 to 2**32 - 1 = 4294967295, e.g. seed=0, or None."
+    )
 
 
 def test_value_and_gradient_of_a_square_is_the_value_and_twice_x():
@@ -118,3 +127,69 @@ def test_value_and_gradient_of_a_numpy_result_is_none_not_an_error():
     value, gradient = value_and_gradient(lambda t: np.asarray(t) * 2, tf.constant([1.0, 2.0]))
     np.testing.assert_allclose(value, [2.0, 4.0])
     assert gradient is None
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (np.zeros((2, 3), "float32"), "<ndarray of shape (2, 3), dtype float32>"),
+        (tf.zeros((4,)), "<EagerTensor of shape (4,), dtype float32>"),
+        (10**400, "<a 1329-bit integer>"),  # repr would refuse it (more than 4300 digits needs care)
+        (2**70, "1180591620717411303424"),
+        (np.float32(0.5), "0.5"),
+        ("x" * 100, repr("x" * 100)[:60] + "... (str of length 100)"),
+    ],
+)
+def test_a_value_is_shown_short_an_array_by_its_shape_and_dtype(value, expected):
+    from workbook.arguments import shown
+
+    assert shown(value) == expected
+
+
+def test_the_shared_checks_say_the_argument_the_value_and_what_is_allowed():
+    from workbook.arguments import check_count, check_flag, check_float_dtype, check_tolerance
+
+    cases = [
+        (
+            lambda: check_count("n_points", 10**9, low=2, high=1000),
+            "n_points=1000000000 must be a whole number from 2 to 1000.",
+        ),
+        (lambda: check_count("epochs", 0, owner="fit"), "fit: epochs=0 must be a whole number of at least 1."),
+        (lambda: check_tolerance("rtol", math.nan), "rtol=nan must be a finite number of at least 0, e.g. 1e-5."),
+        (lambda: check_flag("live", "no"), "live='no' must be True or False."),
+        (
+            lambda: check_float_dtype("dtype", None),
+            "dtype=None must be a float dtype: one of 'float16', 'bfloat16', 'float32', 'float64'.",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError) as refused:
+            call()
+        assert str(refused.value) == message
+    check_count("n_samples", 0, low=0, high=10)
+    check_tolerance("atol", 0)
+    check_flag("live", np.True_)
+    assert [check_float_dtype("dtype", d) for d in ("float32", np.float64, tf.bfloat16)] == [
+        "float32",
+        "float64",
+        "bfloat16",
+    ]
+
+
+def test_check_images_returns_float32_images_and_refuses_others_saying_why():
+    from workbook.arguments import check_images
+
+    images = check_images("x_test", np.ones((3, 28, 28, 1), dtype="uint8"))
+    assert images.dtype == np.float32 and images.shape == (3, 28, 28, 1)
+    nan = np.zeros((3, 28, 28, 1))
+    nan[1, 0, 0, 0] = np.inf
+    for value, says in [
+        (nan, "x_test[1] holds NaN or infinity"),
+        (np.zeros((3, 28, 28)), "add the channel axis"),
+        (np.zeros((0, 28, 28, 1)), "with at least one image"),
+        (np.full((3, 28, 28, 1), 2.0), "it spans [2, 2] (divide by 255?)"),
+        ([[1, 2], [3]], "MNIST images, an array shaped (n, 28, 28, 1)"),
+    ]:
+        with pytest.raises(ValueError, match="x_test=") as refused:
+            check_images("x_test", value)
+        assert says in str(refused.value)

@@ -360,7 +360,7 @@ def test_check_reconstruction_rejects_bad_arguments_by_name(digits):
     model = workbook.autoencoder()
     with pytest.raises(ValueError, match="target_mse=-1"):
         check_reconstruction(model, digits, target_mse=-1, seconds=1.0, time_budget_seconds=10)
-    with pytest.raises(ValueError, match=r"x_test has shape \(64, 784\)"):
+    with pytest.raises(ValueError, match=r"x_test=<ndarray of shape \(64, 784\)"):
         check_reconstruction(model, digits.reshape(64, 784), target_mse=0.5, seconds=1.0, time_budget_seconds=10)
 
 

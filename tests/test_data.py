@@ -205,3 +205,151 @@ def test_a_good_download_is_checked_then_moved_into_the_cache(keras_home, local_
     assert x_train.shape == (30, 28, 28, 1) and "downloaded" in capsys.readouterr().out
     assert [p.name for p in (keras_home / "datasets").iterdir()] == ["mnist.npz"]
     assert (keras_home / "datasets" / "mnist.npz").read_bytes() == (folder / "mnist.npz").read_bytes()
+
+
+# --- a cache that is not MNIST --------------------------------------------------------
+
+
+def mnist_like(seed=0):
+    """A small file shaped as Keras saves MNIST: uint8 images (n, 28, 28), uint8 labels 0-9."""
+    rng = np.random.default_rng(seed)
+    return {
+        "x_train": rng.integers(0, 256, (60, 28, 28), dtype=np.uint8),
+        "y_train": np.repeat(np.arange(10, dtype=np.uint8), 6),
+        "x_test": rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
+        "y_test": np.repeat(np.arange(10, dtype=np.uint8), 2),
+    }
+
+
+def with_nan(arrays):
+    images = arrays["x_train"] / 255.0
+    images[7, 3, 3] = np.nan
+    return {**arrays, "x_train": images}
+
+
+def without(arrays, key):
+    return {name: value for name, value in arrays.items() if name != key}
+
+
+# what is wrong with the file -> what the one line (and source="keras"'s error) says
+NOT_MNIST = {
+    "uint16 images": (lambda a: {**a, "x_train": a["x_train"].astype(np.uint16) * 257}, "holds uint16"),
+    "NaN images": (with_nan, "NaN or infinity in 1 of its 60 images"),
+    "float images in 0-255": (lambda a: {**a, "x_test": a["x_test"] * 1.0}, "floats must be in [0, 1]"),
+    "labels outside 0-9": (lambda a: {**a, "y_train": a["y_train"] + 1}, "6 labels outside 0-9 (e.g. 10)"),
+    "negative labels": (lambda a: {**a, "y_test": a["y_test"].astype(np.int8) - 1}, "outside 0-9 (e.g. -1)"),
+    "float labels": (lambda a: {**a, "y_test": a["y_test"] * 1.0}, "expected one integer label per image"),
+    "empty arrays": (
+        lambda a: {**a, "x_train": a["x_train"][:0], "y_train": a["y_train"][:0]},
+        "'x_train' holds no images",
+    ),
+    "more labels than images": (
+        lambda a: {**a, "y_train": np.append(a["y_train"], 3)},
+        "'y_train' holds 61 labels for the 60 images of 'x_train'",
+    ),
+    "fewer labels than images": (
+        lambda a: {**a, "y_test": a["y_test"][:-1]},
+        "'y_test' holds 19 labels for the 20 images of 'x_test'",
+    ),
+    "images of another size": (lambda a: {**a, "x_test": np.zeros((20, 32, 32), np.uint8)}, "shape (20, 32, 32)"),
+    "an array missing": (lambda a: without(a, "y_test"), "not a readable .npz file"),
+    "pickled objects": (lambda a: {**a, "y_test": np.array([None] * 20, dtype=object)}, "not a readable .npz file"),
+}
+
+
+def refuse_the_network(monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("a cache that is not MNIST must not lead to a download")
+
+    monkeypatch.setattr(data, "_site_reachable", no_network)
+    monkeypatch.setattr(data, "_download_to_cache", no_network)
+
+
+def assert_bundled_with_one_line_and_file_untouched(cache, why, capsys, before):
+    (x_train, _), (x_test, _) = workbook.load_mnist()
+    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (2000, 28, 28, 1)
+    said = capsys.readouterr().out
+    assert said.count("\n") == 1, said
+    assert "bundled" in said and "left untouched" in said and str(cache) in said and why in said, said
+    assert snapshot(cache) == before
+
+
+def snapshot(cache):
+    """Everything about the cache folder a load could change: names, bytes and times of modification."""
+    return {
+        path.name: (path.read_bytes() if path.is_file() else None, path.lstat().st_mtime_ns)
+        for path in cache.parent.iterdir()
+    }
+
+
+@pytest.mark.parametrize("damage, why", list(NOT_MNIST.values()), ids=list(NOT_MNIST))
+def test_a_cache_that_is_not_mnist_gets_the_bundled_digits_one_line_why_and_is_left_untouched(
+    damage, why, keras_home, capsys, monkeypatch
+):
+    refuse_the_network(monkeypatch)
+    cache = keras_home / "datasets" / "mnist.npz"
+    cache.parent.mkdir(parents=True)
+    np.savez(cache, **damage(mnist_like()))
+    before = snapshot(cache)
+    assert_bundled_with_one_line_and_file_untouched(cache, why, capsys, before)
+    with pytest.raises(ValueError) as refused:
+        workbook.load_mnist(source="keras")
+    assert why in str(refused.value) and "left untouched" in str(refused.value)
+    assert snapshot(cache) == before
+
+
+def test_a_fifo_at_the_cache_path_is_never_opened(keras_home, capsys, monkeypatch):
+    import os
+    import threading
+
+    refuse_the_network(monkeypatch)
+    cache = keras_home / "datasets" / "mnist.npz"
+    cache.parent.mkdir(parents=True)
+    os.mkfifo(cache)
+    before = snapshot(cache)
+    results = []
+    loading = threading.Thread(target=lambda: results.append(workbook.load_mnist()), daemon=True)
+    loading.start()
+    loading.join(120)
+    if loading.is_alive():  # opened for reading: release it, so that the test run does not hang
+        os.close(os.open(cache, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("load_mnist blocked on a FIFO at the cache path")
+    assert results[0][0][0].shape == (8000, 28, 28, 1)
+    said = capsys.readouterr().out
+    assert "named pipe (FIFO), not a regular file" in said and "left untouched" in said
+    assert snapshot(cache) == before
+    with pytest.raises(ValueError, match=r"named pipe \(FIFO\)"):
+        workbook.load_mnist(source="keras")
+
+
+def test_a_folder_at_the_cache_path_is_reported_and_left_alone(keras_home, capsys, monkeypatch):
+    refuse_the_network(monkeypatch)
+    cache = keras_home / "datasets" / "mnist.npz"
+    cache.mkdir(parents=True)
+    (cache / "mine.txt").write_text("a student's note")
+    (x_train, _), _ = workbook.load_mnist()
+    assert x_train.shape == (8000, 28, 28, 1)
+    assert "is a folder, not a regular file" in capsys.readouterr().out
+    assert (cache / "mine.txt").read_text() == "a student's note"
+
+
+def test_images_already_scaled_to_0_1_are_not_divided_by_255_again(keras_home, capsys):
+    arrays = mnist_like(seed=2)
+    cache = keras_home / "datasets" / "mnist.npz"
+    cache.parent.mkdir(parents=True)
+    np.savez(cache, **{**arrays, "x_train": arrays["x_train"] / 255.0, "x_test": arrays["x_test"] / 255.0})
+    (x_train, y_train), (x_test, _) = workbook.load_mnist(seed=1)
+    assert x_train.dtype == np.float32 and x_train.max() == pytest.approx(1.0) and x_test.max() == pytest.approx(1.0)
+    # the same images as the bytes give, each once
+    expected = sorted(image.tobytes() for image in arrays["x_train"])
+    assert sorted(np.rint(image[..., 0] * 255).astype(np.uint8).tobytes() for image in x_train) == expected
+    assert "from its cache" in capsys.readouterr().out
+
+
+def test_the_message_says_how_many_images_the_cache_holds(keras_home, capsys):
+    cache = keras_home / "datasets" / "mnist.npz"
+    cache.parent.mkdir(parents=True)
+    np.savez(cache, **mnist_like())
+    workbook.load_mnist()
+    said = capsys.readouterr().out
+    assert "60 train / 20 test images" in said and "60,000" not in said

@@ -1,15 +1,37 @@
 """Argument checks shared by every public function, so a bad value is refused the same way.
 
-Each public function names its own argument and says what is allowed, in its own words
-(see the "Errors speak to a student" notes in each notebook); these predicates decide
-what counts as a whole number or a number in a range, so that ``True`` is never taken
-for 1, ``nan`` never passes a bound, and NumPy scalars count like Python ones.
+Each public function names its own argument and says what is allowed (see the "Errors
+speak to a student" notes in each notebook); the predicates here decide what counts as a
+whole number or a number in a range, so that ``True`` is never taken for 1, ``nan`` never
+passes a bound, and NumPy scalars count like Python ones. The ``check_*`` functions hold
+the rules every function shares (one range for every seed, an upper bound on every
+count, finite tolerances, MNIST images) and refuse through :func:`refuse`, as
+``[function: ]argument=value must be what is allowed.``
 """
 
 import math
 import numbers
 
-__all__ = ["check_range", "check_seed", "is_number", "is_whole_number"]
+import numpy as np
+
+__all__ = [
+    "MAX_SEED",
+    "check_count",
+    "check_callable",
+    "check_flag",
+    "check_float_dtype",
+    "check_images",
+    "check_range",
+    "check_seed",
+    "check_tolerance",
+    "is_number",
+    "is_whole_number",
+    "refuse",
+    "shown",
+]
+
+#: The largest seed any seeded function takes: NumPy, Python and TensorFlow all accept 0 to 2**32 - 1.
+MAX_SEED = 2**32 - 1
 
 
 def is_whole_number(value, low=None, high=None):
@@ -42,7 +64,102 @@ def check_range(argument, value):
         raise ValueError(f"{argument}={value!r} must be two finite numbers (low, high) with low < high.")
 
 
-def check_seed(seed):
-    """Refuse a ``seed`` that is not a whole number of at least 0, as every seeded function does."""
-    if not is_whole_number(seed, low=0):
-        raise ValueError(f"seed={seed!r} must be a whole number of at least 0, e.g. seed=0.")
+def shown(value):
+    """``value`` as a message shows it: an array by its shape and dtype, a huge int by its size."""
+    if isinstance(value, np.generic):
+        value = value.item()  # np.float32(0.5) reads 0.5, under NumPy 1 and 2 alike
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None and not isinstance(value, numbers.Number):
+        return f"<{type(value).__name__} of shape {tuple(shape)}, dtype {getattr(dtype, 'name', dtype)}>"
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(int(value)) >= 2**100:
+        return f"<a {int(value).bit_length()}-bit integer>"  # repr of a huge int is slow, or refused
+    text = repr(value)
+    if len(text) <= 80:
+        return text
+    size = f" of length {len(value)}" if hasattr(value, "__len__") else ""
+    return f"{text[:60]}... ({type(value).__name__}{size})"
+
+
+def refuse(argument, value, allowed, owner=None):
+    """Raise the one ValueError every check gives: ``[owner: ]argument=value must be allowed.``"""
+    prefix = f"{owner}: " if owner else ""
+    raise ValueError(f"{prefix}{argument}={shown(value)} must be {allowed}.")
+
+
+def check_seed(seed, owner=None, allow_none=False):
+    """Refuse a ``seed`` that is not a whole number from 0 to 2**32 - 1, as every seeded function does.
+
+    NumPy, Python's ``random`` and TensorFlow all take these seeds; ``allow_none`` also
+    lets None through where it means "fresh randomness".
+    """
+    if allow_none and seed is None:
+        return
+    if not is_whole_number(seed, low=0, high=MAX_SEED):
+        allowed = f"a whole number from 0 to 2**32 - 1 = {MAX_SEED}, e.g. seed=0"
+        refuse("seed", seed, allowed + (", or None" if allow_none else ""), owner)
+
+
+def check_count(argument, value, low=1, high=None, owner=None):
+    """Refuse a count that is not a whole number from ``low`` to ``high`` (None: no upper bound).
+
+    An upper bound keeps a typo such as ``n_points=10**9`` from allocating gigabytes.
+    """
+    if not is_whole_number(value, low=low, high=high):
+        allowed = f"a whole number of at least {low}" if high is None else f"a whole number from {low} to {high}"
+        refuse(argument, value, allowed, owner)
+
+
+def check_tolerance(argument, value, owner=None):
+    """Refuse a tolerance (``rtol``, ``atol``) that is not a finite number of at least 0."""
+    if not is_number(value, low=0):
+        refuse(argument, value, "a finite number of at least 0, e.g. 1e-5", owner)
+
+
+def check_flag(argument, value, owner=None):
+    """Refuse anything but True or False (a NumPy bool too), so that ``"no"`` is never taken for yes."""
+    if not isinstance(value, (bool, np.bool_)):
+        refuse(argument, value, "True or False", owner)
+
+
+def check_callable(argument, value, what, owner=None):
+    """Refuse a ``value`` that cannot be called; ``what`` says what it should be ("your function of x")."""
+    if not callable(value):
+        refuse(argument, value, what, owner)
+
+
+#: The float dtypes inputs can be made of (gradients flow only through floating point).
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def check_float_dtype(argument, value, owner=None):
+    """The name of a float dtype (``"float32"``, ``np.float64``, ``tf.float16``...), or a refusal."""
+    try:
+        name = None if value is None else np.dtype(value).name  # np.dtype(None) would be float64
+    except TypeError:
+        name = getattr(value, "name", value)
+    if name not in FLOAT_DTYPES:
+        refuse(argument, value, f"a float dtype: one of {', '.join(map(repr, FLOAT_DTYPES))}", owner)
+    return name
+
+
+def check_images(argument, value, owner=None):
+    """``value`` as float32 MNIST images shaped (n, 28, 28, 1) with n >= 1, finite and in [0, 1].
+
+    Refuses, naming ``argument``, anything that is not: an image without its channel axis is
+    told to add one, images in 0-255 are told to divide by 255.
+    """
+    try:
+        images = np.asarray(value, dtype="float32")
+    except (TypeError, ValueError):
+        refuse(argument, value, "MNIST images, an array shaped (n, 28, 28, 1)", owner)
+    if images.ndim == 3 and images.shape[1:] == (28, 28):
+        refuse(argument, value, "shaped (n, 28, 28, 1): add the channel axis with x[..., None]", owner)
+    if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
+        refuse(argument, value, "MNIST images shaped (n, 28, 28, 1) with at least one image", owner)
+    finite = np.isfinite(images)
+    if not finite.all():
+        bad = int(np.argmin(finite.reshape(len(images), -1).all(axis=1)))
+        refuse(argument, value, f"finite; {argument}[{bad}] holds NaN or infinity", owner)
+    if images.min() < 0 or images.max() > 1:
+        refuse(argument, value, f"in [0, 1]; it spans [{images.min():g}, {images.max():g}] (divide by 255?)", owner)
+    return images

@@ -8,8 +8,16 @@ same line before submitting.
 
 import numpy as np
 
-from .arguments import check_range, is_number, is_whole_number
-from .checks import report_mismatch, sample_points
+from .arguments import (
+    check_callable,
+    check_count,
+    check_flag,
+    check_images,
+    check_seed,
+    is_number,
+    refuse,
+)
+from .checks import MAX_POINTS, check_test_range, report_mismatch, sample_points
 from .gradients import value_and_gradient
 
 __all__ = ["check_quantizer", "check_gradient_fix", "check_reconstruction", "LEVELS"]
@@ -49,10 +57,14 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
     """
     import tensorflow as tf
 
-    check_range("x_range", x_range)
-    if not is_whole_number(n_points, low=2):
-        raise ValueError(f"n_points={n_points!r} must be a whole number of at least 2.")
+    check_callable("fn", fn, "your quantizer, a function of one float tensor", owner="check_quantizer")
+    check_flag("gradient", gradient, owner="check_quantizer")
+    check_test_range(x_range, "float32", owner="check_quantizer")
+    check_count("n_points", n_points, low=2, high=MAX_POINTS, owner="check_quantizer")
+    check_seed(seed, owner="check_quantizer")
     x = _away_from(sample_points(x_range, n_points, n_points, seed, off_grid=False), _TIES)
+    if len(x) == 0:
+        refuse("x_range", x_range, "wider: every input in it is next to a jump of the quantizer", "check_quantizer")
     name = _name(fn, "your quantizer")
     xt = tf.constant(x, dtype="float32")
     try:
@@ -118,11 +130,7 @@ def check_gradient_fix(fixed, original, derivative=None, example=None, seed=0):
     """
     import tensorflow as tf
 
-    if example is None:
-        rng = np.random.default_rng(seed)
-        values = _away_from(rng.uniform(-0.5, 1.5, 4 * 14 * 14 * 10), _TIES)
-        example = values[: 2 * 14 * 14 * 10].reshape(2, 14, 14, 10)
-    x = np.asarray(example, dtype="float32")
+    x = _fix_example(fixed, original, derivative, example, seed)
     name = _name(fixed, "your function")
     xt = tf.constant(x)
     try:
@@ -182,7 +190,8 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
     time_budget_seconds : float
         The most it may take.
     n_probe : int
-        Test images used to look at the code and to trace the gradient.
+        Test images used to look at the code and to trace the gradient (at least 1; at most
+        ``len(x_test)`` are used).
 
     Returns
     -------
@@ -199,9 +208,8 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
     ):
         if not is_number(value, low=0):
             raise ValueError(f"{argument}={value!r} must be a number of at least 0.")
-    x_test = np.asarray(x_test, dtype="float32")
-    if x_test.ndim != 4 or x_test.shape[1:] != (28, 28, 1) or len(x_test) == 0:
-        raise ValueError(f"x_test has shape {x_test.shape}; expected MNIST images shaped (n, 28, 28, 1).")
+    x_test = check_images("x_test", x_test, owner="check_reconstruction")
+    check_count("n_probe", n_probe, low=1, owner="check_reconstruction")
     if not isinstance(model, keras.Model):
         print(f"✗ model must be your trained Keras model; got {type(model).__name__}.")
         return False
@@ -350,6 +358,34 @@ def _describe(error):
     if isinstance(error, NotImplementedError) and not str(error):
         return "NotImplementedError: it is not written yet (replace `raise NotImplementedError()` with your code)"
     return f"{type(error).__name__}: {error}"
+
+
+def _fix_example(fixed, original, derivative, example, seed):
+    """The inputs :func:`check_gradient_fix` tests on, once its arguments are checked."""
+    owner = "check_gradient_fix"
+    check_callable("fixed", fixed, "your repaired function of one tensor", owner)
+    check_callable("original", original, "the function with the gradient killer", owner)
+    if derivative is not None:
+        check_callable("derivative", derivative, "None or a function of x (the elementwise derivative)", owner)
+    check_seed(seed, owner=owner)
+    if example is not None:
+        return _example_array(example, owner)
+    rng = np.random.default_rng(seed)
+    values = _away_from(rng.uniform(-0.5, 1.5, 4 * 14 * 14 * 10), _TIES)
+    return values[: 2 * 14 * 14 * 10].reshape(2, 14, 14, 10).astype("float32")
+
+
+def _example_array(example, owner):
+    """``example`` as a non-empty, finite float32 array, or a ValueError naming it."""
+    try:
+        x = np.asarray(example, dtype="float32")
+    except (TypeError, ValueError):
+        refuse("example", example, "an array of numbers (inputs to test on), or None for the default", owner)
+    if x.size == 0:
+        refuse("example", example, "a non-empty array: a check on 0 inputs would pass whatever the function", owner)
+    if not np.isfinite(x).all():
+        refuse("example", example, "finite: it holds NaN or infinity, where no two values can be compared", owner)
+    return x
 
 
 def _away_from(x, points):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .arguments import is_number, is_whole_number
+from .arguments import check_count, check_seed, is_number, is_whole_number, refuse
 from .estimators import (
     ESTIMATORS,
     check_estimator,
@@ -29,6 +29,8 @@ __all__ = ["DiscreteProblem", "make_problem", "BiasVariance", "measure_bias_and_
 
 #: Most outcomes :class:`DiscreteProblem` will list to compute the exact gradient.
 MAX_OUTCOMES = 4096
+#: Most rows of a problem's weights (a typo of 10**9 would not fit in memory).
+MAX_OUTPUTS = 10_000
 
 #: The losses :func:`make_problem` offers: ``r = weights @ z - target``, and f(z) is ...
 OBJECTIVES = {"quadratic": "mean(r ** 2)", "quartic": "mean(r ** 4) / 10"}
@@ -186,30 +188,30 @@ def make_problem(latent="bernoulli", n_latents=6, n_classes=3, n_outputs=8, seed
     n_classes : int
         Classes per categorical variable (ignored for Bernoulli).
     n_outputs : int
-        Rows of ``weights``.
+        Rows of ``weights``, at most 10,000.
     seed : int
     objective : {"quadratic", "quartic"}
         ``mean(r ** 2)`` or ``mean(r ** 4) / 10`` of ``r = weights @ z - target``.
     """
-    check_estimator("straight_through", latent, owner="make_problem")
+    owner = "make_problem"
+    check_estimator("straight_through", latent, owner=owner)
     if objective not in OBJECTIVES:
         raise ValueError(
             f"make_problem: objective={objective!r} is not known; use 'quadratic' ({OBJECTIVES['quadratic']}) "
             f"or 'quartic' ({OBJECTIVES['quartic']}), with r = weights @ z - target."
         )
-    for name, value, low in (
-        ("n_latents", n_latents, 1),
-        ("n_classes", n_classes, 2),
-        ("n_outputs", n_outputs, 1),
-        ("seed", seed, 0),
-    ):
-        if not is_whole_number(value, low=low):
-            raise ValueError(f"make_problem: {name}={value!r} must be a whole number of at least {low}.")
+    check_count("n_latents", n_latents, low=1, owner=owner)
+    check_count("n_classes", n_classes, low=2, high=MAX_OUTCOMES, owner=owner)
+    check_count("n_outputs", n_outputs, low=1, high=MAX_OUTPUTS, owner=owner)
+    check_seed(seed, owner=owner)
     classes = 2 if latent == "bernoulli" else n_classes
-    if classes**n_latents > MAX_OUTCOMES:
+    # 13 latents are too many for any number of classes (2 ** 13 > 4096): no huge power is computed.
+    outcomes = classes ** min(n_latents, 13)
+    if outcomes > MAX_OUTCOMES:
+        count = f" = {outcomes}" if n_latents <= 13 else ""
         raise ValueError(
-            f"make_problem: {classes} ** n_latents = {classes**n_latents} outcomes is too many to list; "
-            f"keep it at most {MAX_OUTCOMES} (e.g. n_latents={int(np.log(MAX_OUTCOMES) / np.log(classes))})."
+            f"make_problem: {classes} ** n_latents{count} outcomes is too many to list; keep it at most "
+            f"{MAX_OUTCOMES} (n_latents={n_latents}; e.g. n_latents={int(np.log(MAX_OUTCOMES) / np.log(classes))})."
         )
     rng = np.random.default_rng(seed)
     shape = (n_latents,) if latent == "bernoulli" else (n_latents, n_classes)
@@ -423,6 +425,7 @@ def measure_bias_and_variance(
     """
     check_estimator(estimator, owner="measure_bias_and_variance")
     tau = check_tau(tau, owner="measure_bias_and_variance")
+    check_seed(seed, owner="measure_bias_and_variance")
     problem = make_problem() if problem is None else problem
     check_measurement(n_samples, baseline_decay, baseline, problem)
     if samples is not None:
@@ -477,10 +480,10 @@ def measure_estimators(
     -------
     list of BiasVariance
     """
-    if not taus or isinstance(taus, (str, numbers.Number)):
-        raise ValueError(
-            f"measure_estimators: taus={taus!r} must be a non-empty list of temperatures, e.g. taus=(0.25, 0.5, 1.0)."
-        )
+    if isinstance(taus, (str, numbers.Number)) or not hasattr(taus, "__len__") or len(taus) == 0:
+        refuse("taus", taus, "a non-empty list of temperatures, e.g. taus=(0.25, 0.5, 1.0)", "measure_estimators")
+    for tau in taus:  # all of them before the first measurement
+        check_tau(tau, owner="measure_estimators")
     problem = make_problem() if problem is None else problem
     results = []
     for estimator in ESTIMATORS:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .arguments import is_whole_number
+from .arguments import check_images, check_seed, is_whole_number
 
 
 @dataclass
@@ -59,8 +59,11 @@ def codebook_usage(model, x):
     return (*layer.usage(inputs), layer.n_codes)
 
 
-def check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test):
-    """Refuse what :func:`workbook.compare_bottlenecks` cannot train, before anything is loaded."""
+def check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, seed=0):
+    """Refuse what :func:`workbook.compare_bottlenecks` cannot train, before anything is loaded.
+
+    Returns ``(x_train, x_test)`` as float32 arrays (None when they are to be loaded).
+    """
     if not isinstance(bottlenecks, dict) or not bottlenecks:
         raise ValueError(
             f"bottlenecks={bottlenecks!r} must be a non-empty dict of label -> bottleneck, "
@@ -71,6 +74,18 @@ def check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test):
             raise ValueError(f"{name}={value!r} must be a whole number of at least 1.")
     if (x_train is None) != (x_test is None):
         raise ValueError("Give both x_train and x_test, or neither (then they are loaded).")
+    check_seed(seed, owner="compare_bottlenecks")
+    from .models import bottleneck_layer
+
+    for label, bottleneck in bottlenecks.items():
+        try:
+            bottleneck_layer(bottleneck)  # every variant before the first one trains
+        except ValueError as error:
+            raise ValueError(f"compare_bottlenecks: the bottleneck for {label!r}: {error}") from None
+    if x_train is None:
+        return None, None
+    owner = "compare_bottlenecks"
+    return check_images("x_train", x_train, owner), check_images("x_test", x_test, owner)
 
 
 def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, every, new_monitor=None, **options):
@@ -91,7 +106,7 @@ def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, ev
     dict
         ``{label: BottleneckRun}``, in the order given.
     """
-    check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test)
+    x_train, x_test = check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, seed)
 
     import keras
 

@@ -8,10 +8,21 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from .arguments import check_range
+from .arguments import (
+    check_callable,
+    check_count,
+    check_float_dtype,
+    check_range,
+    check_seed,
+    check_tolerance,
+    refuse,
+)
 from .gradients import value_and_gradient
 
 __all__ = ["check_surrogate"]
+
+#: The most grid (or random) points a self-check takes: beyond it the check would run for minutes.
+MAX_POINTS = 1_000_000
 
 
 def check_surrogate(
@@ -33,7 +44,7 @@ def check_surrogate(
     x_range : (float, float)
         Where to test.
     n_points, n_samples : int
-        Grid points and extra random points.
+        Grid points (2 to 1,000,000) and extra random points (0 to 1,000,000).
     dtype : str
         The float dtype of the test inputs.
     rtol, atol : float
@@ -46,7 +57,15 @@ def check_surrogate(
     bool
         True if both the values and the gradient match everywhere tested.
     """
-    check_range("x_range", x_range)
+    for argument, value in (("fn", fn), ("forward", forward), ("derivative", derivative)):
+        check_callable(argument, value, "a function of one tensor x", owner="check_surrogate")
+    check_count("n_points", n_points, low=2, high=MAX_POINTS, owner="check_surrogate")
+    check_count("n_samples", n_samples, low=0, high=MAX_POINTS, owner="check_surrogate")
+    dtype = check_float_dtype("dtype", dtype, owner="check_surrogate")
+    check_test_range(x_range, dtype, owner="check_surrogate")
+    check_tolerance("rtol", rtol, owner="check_surrogate")
+    check_tolerance("atol", atol, owner="check_surrogate")
+    check_seed(seed, owner="check_surrogate")
     x = sample_points(x_range, n_points, n_samples, seed)
     name = getattr(fn, "name", None) or getattr(fn, "__name__", "fn")
     try:
@@ -55,6 +74,9 @@ def check_surrogate(
         expected_d = _numpy(derivative(tf.constant(x, dtype=dtype)), x.shape)
     except Exception as error:
         print(f"✗ Could not evaluate the reference forward/derivative: {type(error).__name__}: {error}")
+        return False
+    if len(x) == 0:
+        print(f"✗ forward jumps next to every input tested in {list(x_range)}: there is nothing to compare.")
         return False
     xt = tf.constant(x, dtype=dtype)
     try:
@@ -85,6 +107,14 @@ def check_surrogate(
         f"backprop uses derivative(x) (largest difference {worst:.2g})."
     )
     return True
+
+
+def check_test_range(x_range, dtype, owner):
+    """Refuse an ``x_range`` that is not (low, high), or whose ends ``dtype`` cannot hold (they would be inf)."""
+    check_range("x_range", x_range)
+    largest = float(tf.as_dtype(dtype).max)
+    if max(abs(float(x_range[0])), abs(float(x_range[1]))) > largest:
+        refuse("x_range", x_range, f"within what {dtype} holds, -{largest:.3g} to {largest:.3g}", owner)
 
 
 def sample_points(x_range, n_points, n_samples, seed, off_grid=True):

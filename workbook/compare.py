@@ -7,6 +7,7 @@ draws and shows.
 
 import numpy as np
 
+from .arguments import check_flag
 from .bottleneck_runs import BottleneckRun, check_arguments, gradient_norms, train_bottlenecks
 
 # BottleneckRun and gradient_norms are also reached from here, as the lab does.
@@ -47,7 +48,7 @@ def compare_bottlenecks(
     every : int
         Record the gradient norms every `every` batches.
     x_train, x_test : numpy.ndarray, optional
-        Images already loaded, shaped (n, 28, 28, 1).
+        Images already loaded, shaped (n, 28, 28, 1), finite and in [0, 1].
     source : str
         Passed to :func:`workbook.load_mnist`.
     show : bool
@@ -58,7 +59,9 @@ def compare_bottlenecks(
     dict
         ``{label: BottleneckRun}``, in the order given.
     """
-    check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test)  # before loading
+    check_flag("live", live, owner="compare_bottlenecks")
+    check_flag("show", show, owner="compare_bottlenecks")
+    x_train, x_test = check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, seed)  # before loading
     if x_train is None:
         from .data import load_mnist
 

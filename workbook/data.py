@@ -7,6 +7,7 @@ Introduced in 00_start_here.ipynb; every training notebook calls
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import urllib.error
@@ -95,24 +96,79 @@ def _check_count(name, value):
 
 
 def _to_float(images):
-    return (images.astype(np.float32) / 255.0)[..., np.newaxis]
+    """Images as float32 in [0, 1] with a channel axis: bytes are divided by 255, floats already are."""
+    scaled = images.astype(np.float32) / 255.0 if images.dtype == np.uint8 else images.astype(np.float32)
+    return scaled[..., np.newaxis]
 
 
-def _read_npz(path, keys):
-    """Read ``keys`` from an .npz without pickles; raise ValueError if it is not a valid MNIST file."""
+def _read_npz(path, pairs):
+    """Read the (images, labels) ``pairs`` of keys from an .npz, checked to be MNIST.
+
+    Raises ValueError saying what the file holds when it is not: no pickles are loaded,
+    and a path that is not a regular file (a FIFO would block) is never opened.
+    """
+    kind = _file_kind(path)
+    if kind != "file":
+        raise ValueError(f"{path} is a {kind}, not a regular file")
+    keys = [key for pair in pairs for key in pair]
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in keys}
-    except Exception as error:  # zipfile, OSError, pickle refusal: all mean "not usable"
+    except Exception as error:  # zipfile, OSError, pickle refusal, a missing key: all mean "not usable"
         raise ValueError(f"{path} is not a readable .npz file ({type(error).__name__}: {error})") from None
-    for key, array in arrays.items():
-        if key.startswith("x") and (array.ndim != 3 or array.shape[1:] != (28, 28)):
-            raise ValueError(f"{path}: array {key!r} has shape {array.shape}, expected (n, 28, 28)")
+    for images, labels in pairs:
+        problem = _images_problem(arrays[images]) or _labels_problem(arrays[labels], len(arrays[images]))
+        if problem:
+            raise ValueError(f"{path}: {problem.format(images=repr(images), labels=repr(labels))}")
     return arrays
 
 
+def _file_kind(path):
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:  # a dangling link, a folder we may not enter
+        return f"path that cannot be read ({error.strerror})"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "named pipe (FIFO)"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "special file"
+
+
+def _images_problem(x):
+    """What makes ``x`` not MNIST's images (None if nothing): bytes 0-255, or floats already in [0, 1]."""
+    if x.ndim != 3 or x.shape[1:] != (28, 28):
+        return f"array {{images}} has shape {x.shape}, expected (n, 28, 28)"
+    if len(x) == 0:
+        return "array {images} holds no images"
+    if x.dtype == np.uint8:
+        return None
+    if x.dtype.kind != "f":
+        return f"array {{images}} holds {x.dtype.name}; MNIST's pixels are uint8 (0-255) or floats in [0, 1]"
+    if not np.isfinite(x).all():
+        bad = int((~np.isfinite(x)).any(axis=(1, 2)).sum())
+        return f"array {{images}} holds NaN or infinity in {bad:,} of its {len(x):,} images"
+    if x.min() < 0 or x.max() > 1:
+        return f"array {{images}} holds {x.dtype.name} values in [{x.min():g}, {x.max():g}]; floats must be in [0, 1]"
+    return None
+
+
+def _labels_problem(y, n_images):
+    """What makes ``y`` not the labels of ``n_images`` digits (None if nothing)."""
+    if y.ndim != 1 or y.dtype.kind not in "iu":
+        return f"array {{labels}} has shape {y.shape} and dtype {y.dtype.name}; expected one integer label per image"
+    if len(y) != n_images:
+        return f"array {{labels}} holds {len(y):,} labels for the {n_images:,} images of {{images}}"
+    outside = (y < 0) | (y > 9)
+    if outside.any():
+        return f"array {{labels}} holds {int(outside.sum()):,} labels outside 0-9 (e.g. {int(y[outside][0])})"
+    return None
+
+
 def _load_bundled():
-    arrays = _read_npz(bundled_mnist_path(), ("x", "y"))
+    arrays = _read_npz(bundled_mnist_path(), [("x", "y")])
     x, y = arrays["x"], arrays["y"]
     # The file is sorted by digit: a fixed seed makes the split the same for everyone,
     # whatever seed the caller uses to pick subsets.
@@ -127,7 +183,7 @@ def _load_bundled():
 
 def _load_keras():
     path = keras_mnist_cache_path()
-    if os.path.exists(path):
+    if os.path.lexists(path):  # a dangling link too: it is never replaced
         # Read it ourselves: Keras would replace a damaged file with a new download.
         try:
             return _load_cached_keras(path)
@@ -142,7 +198,7 @@ def _load_keras():
 
 
 def _load_cached_keras(path):
-    arrays = _read_npz(path, ("x_train", "y_train", "x_test", "y_test"))
+    arrays = _read_npz(path, [("x_train", "y_train"), ("x_test", "y_test")])
     return (arrays["x_train"], arrays["y_train"]), (arrays["x_test"], arrays["y_test"])
 
 
@@ -150,15 +206,16 @@ def _load_auto():
     """Return (arrays, one line saying which source was used and why)."""
     path = keras_mnist_cache_path()
     bundled = "MNIST: the bundled 10,000-digit subset (8,000 train / 2,000 test)"
-    if os.path.exists(path):
+    if os.path.lexists(path):  # a dangling link too: it is never replaced
         try:
-            return _load_cached_keras(path), f"MNIST: Keras's full data set (60,000 / 10,000) from its cache {path}."
+            arrays = _load_cached_keras(path)
         except ValueError as error:
             # Never repair, move or delete it: it is the user's file.
             return (
                 _load_bundled(),
-                f"{bundled}, because Keras's cached file is damaged and was left untouched: {error}.",
+                f"{bundled}, because Keras's cached file is damaged or not MNIST, and was left untouched: {error}.",
             )
+        return arrays, f"MNIST: Keras's data set ({_counts(arrays)}) from its cache {path}."
     if not _site_reachable(KERAS_MNIST_URL, PROBE_TIMEOUT_SECONDS):
         return (
             _load_bundled(),
@@ -170,7 +227,13 @@ def _load_auto():
             _load_bundled(),
             f"{bundled}, because downloading Keras's copy did not finish within {DOWNLOAD_TIMEOUT_SECONDS:.0f} s.",
         )
-    return arrays, "MNIST: Keras's full data set (60,000 / 10,000), downloaded just now into its cache."
+    return arrays, f"MNIST: Keras's data set ({_counts(arrays)}), downloaded just now into its cache."
+
+
+def _counts(arrays):
+    """What the file holds, e.g. "60,000 train / 10,000 test images" (not what MNIST should hold)."""
+    (_, y_train), (_, y_test) = arrays
+    return f"{len(y_train):,} train / {len(y_test):,} test images"
 
 
 def _download_to_cache(url, path):
@@ -186,7 +249,7 @@ def _download_to_cache(url, path):
         with os.fdopen(handle, "wb") as target, urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_SECONDS) as response:
             shutil.copyfileobj(response, target)
         arrays = _load_cached_keras(partial)
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             os.replace(partial, path)
         return arrays
     finally:

@@ -8,11 +8,11 @@ through TensorFlow, never copied from a formula, so a plot shows what backprop d
 import numpy as np
 import tensorflow as tf
 
-from .arguments import check_range, is_whole_number
+from .arguments import check_float_dtype, check_range, is_whole_number
 from .gradients import value_and_gradient
 from .surrogates import SURROGATES, SurrogateGradient, surrogate
 
-__all__ = ["measure", "resolve"]
+__all__ = ["check_grid", "measure", "resolve"]
 
 
 def resolve(fn_or_name):
@@ -35,7 +35,8 @@ def resolve(fn_or_name):
     )
 
 
-def _check_grid(x_range, n_points):
+def check_grid(x_range, n_points):
+    """Refuse an ``x_range`` or ``n_points`` a plot (or the explorer) cannot draw, naming it."""
     check_range("x_range", x_range)
     if not is_whole_number(n_points, 3, 100_000):
         raise ValueError(f"n_points={n_points!r} must be a whole number from 3 to 100000.")
@@ -48,7 +49,8 @@ def measure(fn_or_name, x_range=(-2, 2), n_points=401, dtype="float32"):
     gradient through ``fn``), ``backprop_is_none``, ``true`` and ``true_is_none`` (autodiff
     of the forward alone; None if unknown), ``finite_difference`` and ``h``.
     """
-    _check_grid(x_range, n_points)
+    check_grid(x_range, n_points)
+    dtype = check_float_dtype("dtype", dtype)
     fn, known = resolve(fn_or_name)
     x = tf.constant(np.linspace(x_range[0], x_range[1], n_points), dtype=dtype)
     y, backprop = value_and_gradient(fn, x)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from workbook.arguments import refuse, shown
 from workbook.diagnosis_report import REASONS, Finding, GradientReport
 from workbook.finder_targets import all_layers, changed_attributes, prepare, restore_attributes, stateful_variables
 from workbook.graph_walk import Traced, analyse, tf_variable
@@ -60,6 +61,7 @@ def find_gradient_breaks(target, example, loss=None):
         )
     if loss is not None and not callable(loss):
         raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
+    _check_example(example)
     followed = prepare(target, example, loss)
     layers = all_layers(target)
     snapshot = _snapshot(stateful_variables(target))
@@ -96,6 +98,20 @@ def _snapshot(variables):
         if value.shape == tuple(variable.shape):
             snapshot.append((variable, value))
     return snapshot
+
+
+def _check_example(example):
+    """Refuse an empty example, or one holding NaN or infinity (every measured gradient would be NaN)."""
+    parts = example if isinstance(example, (tuple, list)) else (example,)
+    if len(parts) == 0:
+        refuse("example", example, "an input to trace: an array or tensor, or a tuple of them")
+    for part in parts:
+        try:
+            values = np.asarray(part)
+        except Exception:  # a tensor that is not eager, or an object: converting it later says why
+            continue
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            refuse("example", example, "finite: it holds NaN or infinity, so every gradient measured on it is NaN")
 
 
 @dataclass
@@ -152,6 +168,12 @@ def _trace_and_measure(followed):
     except Exception:
         return _measure_eagerly(followed)
     traced = Traced(concrete, concrete.structured_outputs["outputs"])
+    if not any(tf.is_tensor(tensor) for tensor in tf.nest.flatten(traced.outputs)):
+        returned = "None (is a `return` missing?)" if traced.outputs is None else shown(traced.outputs)
+        raise ValueError(
+            f"target returned {returned}, not a tensor: there is no output whose gradient could be "
+            f"followed. It must return what it computes from its input."
+        )
     if flags is None:
         return Measurement(traced=traced)
     return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}, traced)

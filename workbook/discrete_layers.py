@@ -14,7 +14,7 @@ measures a model whose decoder sees a discrete code.
 import keras
 from keras import ops
 
-from .arguments import is_number, is_whole_number
+from .arguments import check_seed, is_number, is_whole_number
 from .estimators import (
     SCORE_FUNCTIONS,
     check_estimator,
@@ -98,8 +98,7 @@ class DiscreteBottleneck(keras.layers.Layer):
             raise ValueError(
                 f"DiscreteBottleneck: baseline_decay={baseline_decay!r} must be a number in [0, 1), e.g. 0.9."
             )
-        if seed is not None and not is_whole_number(seed, low=0):
-            raise ValueError(f"DiscreteBottleneck: seed={seed!r} must be None or a whole number of at least 0.")
+        check_seed(seed, owner="DiscreteBottleneck", allow_none=True)
         super().__init__(name=name, **kwargs)
         self.latent, self.estimator = latent, estimator
         self.baseline_decay = float(baseline_decay)
@@ -220,8 +219,7 @@ class VectorQuantizer(keras.layers.Layer):
             )
         if not is_number(commitment, low=0, high=10):
             raise ValueError(f"VectorQuantizer: commitment={commitment!r} must be a number in [0, 10], e.g. 0.25.")
-        if not is_whole_number(seed, low=0):
-            raise ValueError(f"VectorQuantizer: seed={seed!r} must be a whole number of at least 0.")
+        check_seed(seed, owner="VectorQuantizer")
         if restart_after is not None and not is_whole_number(restart_after, low=1):
             raise ValueError(
                 f"VectorQuantizer: restart_after={restart_after!r} must be None (never restart a code) "

@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 
-from .arguments import check_seed
+from .arguments import check_flag, check_seed
 from .tensorflow_start import import_tensorflow_quietly
 
 # What TensorFlow reads when it loads, set by setup() unless already set. Measured in fresh
@@ -33,7 +33,7 @@ def setup(seed=0, quiet=True):
     ----------
     seed : int
         The seed for ``random``, NumPy and TensorFlow (through
-        ``keras.utils.set_random_seed``).
+        ``keras.utils.set_random_seed``): a whole number from 0 to 2**32 - 1.
     quiet : bool
         Keep TensorFlow's start-up and runtime log lines from being written at all: the
         environment variable TensorFlow reads when it loads (``TF_CPP_MIN_LOG_LEVEL=3``; a
@@ -54,6 +54,7 @@ def setup(seed=0, quiet=True):
         The versions in use, as :func:`environment_report` gives them.
     """
     check_seed(seed)
+    check_flag("quiet", quiet)
     if quiet:
         _quiet_tensorflow()
         import_tensorflow_quietly()

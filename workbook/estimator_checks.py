@@ -3,7 +3,12 @@
 Introduced in 06_beyond_straight_through.ipynb.
 """
 
+import numbers
+
 import numpy as np
+
+from .arguments import check_callable, check_count, check_seed, check_tolerance, refuse
+from .estimators import check_tau
 
 __all__ = ["check_gumbel_softmax_st"]
 
@@ -35,11 +40,22 @@ def check_gumbel_softmax_st(fn, taus=(0.3, 1.0, 3.0), n_samples=2000, seed=0, at
     fn : callable
         ``fn(logits, noise, tau)`` on float64 tensors shaped (..., classes).
     taus : sequence of float
+        At least one temperature, each in (0, 100].
     n_samples : int
+        From 1 to 100,000.
     seed : int
     atol : float
     """
     import tensorflow as tf
+
+    owner = "check_gumbel_softmax_st"
+    check_callable("fn", fn, "your function fn(logits, noise, tau)", owner)
+    if isinstance(taus, (str, numbers.Number)) or not hasattr(taus, "__len__") or len(taus) == 0:
+        refuse("taus", taus, "a non-empty list of temperatures, e.g. taus=(0.3, 1.0, 3.0)", owner)
+    taus = [check_tau(tau, owner) for tau in taus]
+    check_count("n_samples", n_samples, low=1, high=100_000, owner=owner)
+    check_seed(seed, owner=owner)
+    check_tolerance("atol", atol, owner)
 
     from .bias_variance import make_problem
 

@@ -38,7 +38,7 @@ one, with its own trade-off:
 Every function uses ``keras.ops`` and works eagerly, in ``tf.function`` and in a layer.
 """
 
-from .arguments import is_number, is_whole_number
+from .arguments import check_seed, is_number, is_whole_number, refuse
 
 __all__ = [
     "ESTIMATORS",
@@ -99,6 +99,26 @@ def check_samples(samples, estimator, owner="sample_latent"):
     return int(samples)
 
 
+def check_logits(logits, latent, owner="sample_latent"):
+    """``logits`` as a float tensor, with at least one class for a categorical latent, or a ValueError."""
+    import keras
+    from keras import ops
+
+    try:
+        tensor = ops.convert_to_tensor(logits)
+        dtype = keras.backend.standardize_dtype(tensor.dtype)
+    except (TypeError, ValueError):
+        refuse("logits", logits, "a float array or tensor of log-odds (or of log-probabilities)", owner)
+    if "float" not in dtype:
+        refuse("logits", logits, "a float tensor, e.g. keras.ops.cast(logits, 'float32')", owner)
+    if latent == "categorical" and (len(tensor.shape) == 0 or tensor.shape[-1] == 0):
+        refuse("logits", logits, "shaped (..., classes) with at least one class along the last axis", owner)
+    # Values are known only outside a traced function (in a layer they are symbolic).
+    if hasattr(tensor, "numpy") and not bool(ops.all(ops.isfinite(tensor))):
+        refuse("logits", logits, "finite: it holds NaN or infinity, which give no probability", owner)
+    return tensor
+
+
 def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=1.0, seed=None, samples=None):
     """Draw a discrete latent from ``logits``, with ``estimator``'s gradient.
 
@@ -114,7 +134,8 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
     tau : float
         The Gumbel-softmax temperature (ignored by the other estimators).
     seed : int, keras.random.SeedGenerator or None
-        Passed to ``keras.random.uniform``.
+        Passed to ``keras.random.uniform``: a whole number from 0 to 2**32 - 1, a generator,
+        or None for fresh noise.
     samples : int or None
         Independent draws from the same logits, along a new first axis. None: one draw
         and no new axis, except for ``"score_function_loo"``, which needs at least 2
@@ -135,7 +156,9 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
     check_estimator(estimator, latent)
     tau = check_tau(tau)
     draws = check_samples(samples, estimator)
-    logits = ops.convert_to_tensor(logits)
+    if not isinstance(seed, keras.random.SeedGenerator):
+        check_seed(seed, owner="sample_latent", allow_none=True)
+    logits = check_logits(logits, latent)
     if samples is not None or draws > 1:
         logits = ops.broadcast_to(logits[None], (draws, *ops.shape(logits)))
     u = keras.random.uniform(ops.shape(logits), minval=_EPSILON, maxval=1.0 - _EPSILON, dtype=logits.dtype, seed=seed)

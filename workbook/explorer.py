@@ -10,6 +10,7 @@ import html
 
 import ipywidgets as widgets
 
+from .derivatives import check_grid
 from .plots import figure_png, plot_derivatives
 from .surrogates import SURROGATES, SurrogateGradient, surrogate
 
@@ -57,6 +58,7 @@ def explore_surrogates(custom=None, x_range=(-2, 2), n_points=401, start=None):
             f"custom={custom!r} must be a dict from a name to a (forward, derivative) pair, "
             "e.g. custom={'mine': (keras.ops.sign, my_derivative)}."
         )
+    check_grid(x_range, n_points)
     entries = dict(SURROGATES)
     for name, value in (custom or {}).items():
         entries[name] = _as_surrogate(name, value)

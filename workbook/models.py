@@ -3,7 +3,7 @@
 Introduced in 04_autoencoder_lab.ipynb.
 """
 
-from .arguments import check_seed, is_number
+from .arguments import check_seed, is_number, shown
 
 #: The options :func:`autoencoder` understands, with their defaults.
 DEFAULT_OPTIONS = {"learning_rate": 1e-3, "seed": 0}
@@ -127,12 +127,36 @@ def bottleneck_layer(bottleneck):
     if _is_surrogate(bottleneck):
         return _surrogate_layer(bottleneck)
     if callable(bottleneck):
+        _check_bottleneck_function(bottleneck)
         # Without an explicit shape Keras calls the function on a symbolic
         # tensor to infer it, which fails for some student functions.
         return keras.layers.Lambda(bottleneck, output_shape=BOTTLENECK_SHAPE, name="bottleneck")
     raise ValueError(
         f"bottleneck={bottleneck!r} (a {type(bottleneck).__name__}) is not accepted. Accepted: {ACCEPTED_BOTTLENECKS}."
     )
+
+
+def _check_bottleneck_function(bottleneck):
+    """Refuse, at build time, a function that does not return a tensor shaped like its input.
+
+    It is called once on zeros shaped like two codes; a function that raises there is let
+    through, so that ``fit`` shows its own error (an unfinished exercise, say).
+    """
+    import keras
+
+    probe = keras.ops.zeros((2, *BOTTLENECK_SHAPE))
+    try:
+        result = bottleneck(probe)
+    except Exception:
+        return
+    shape = getattr(result, "shape", None)
+    if shape is None or tuple(shape) != tuple(probe.shape):
+        got = "None (is a `return` missing?)" if result is None else shown(result)
+        raise ValueError(
+            f"bottleneck={shown(bottleneck)} must return a tensor shaped like its input: on an input "
+            f"of shape {tuple(probe.shape)} (two codes) it returned {got}. The decoder after it "
+            f"expects {BOTTLENECK_SHAPE} per image."
+        )
 
 
 def _is_surrogate(candidate):

@@ -7,9 +7,11 @@ as a cell's last value is shown exactly once.
 """
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.transforms import ScaledTranslation
 
-from .derivatives import measure, resolve
+from .arguments import refuse
+from .derivatives import check_grid, measure, resolve
 from .figures import PALETTE, PngFigure, figure_png
 
 __all__ = ["plot_derivatives", "DerivativeFigure", "figure_png"]
@@ -82,10 +84,8 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         A new figure, or the one ``ax``/``axes`` belong to. The backprop curve is the
         GradientTape gradient through ``fn``, measured, not drawn from the formula.
     """
-    if ax is not None and axes is not None:
-        raise ValueError("Pass ax=... (derivative panel only) or axes=(ax1, ax2), not both.")
-    if axes is not None and len(axes) != 2:
-        raise ValueError(f"axes must be a pair (forward axes, derivative axes); got {len(axes)} axes.")
+    _check_where(ax, axes, title)
+    check_grid(x_range, n_points)
     fn, known = resolve(fn_or_name)
     data = measure(fn, x_range, n_points, dtype)
     name = title or (known.name if known is not None else getattr(fn, "__name__", "fn"))
@@ -109,6 +109,19 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         ax_forward.grid(alpha=0.3)
     _draw_derivatives(ax_derivative, data, known, name)
     return figure
+
+
+def _check_where(ax, axes, title):
+    """Refuse ``ax``/``axes``/``title`` that :func:`plot_derivatives` cannot draw into, naming them."""
+    if ax is not None and axes is not None:
+        raise ValueError("Pass ax=... (derivative panel only) or axes=(ax1, ax2), not both.")
+    if ax is not None and not isinstance(ax, Axes):
+        refuse("ax", ax, "a Matplotlib Axes, e.g. ax=figure.subplots()")
+    pair = hasattr(axes, "__len__") and len(axes) == 2 and all(isinstance(a, Axes) for a in axes)
+    if axes is not None and not pair:
+        refuse("axes", axes, "a pair of Matplotlib Axes (forward, derivatives), e.g. axes=figure.subplots(1, 2)")
+    if title is not None and not isinstance(title, str):
+        refuse("title", title, "a string, or None for the surrogate's name")
 
 
 def _draw_derivatives(ax, data, known, name):

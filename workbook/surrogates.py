@@ -262,6 +262,8 @@ def surrogate(forward, derivative, name=None, formula=None):
         Use it in ``tf.function``, in ``keras.layers.Lambda`` or on a functional model's
         tensors; to save a model, use :class:`workbook.layers.Surrogate` instead.
     """
+    if formula is not None and not isinstance(formula, str):
+        raise ValueError(f"formula={formula!r} must be a string (LaTeX for the derivative) or None.")
     return SurrogateGradient(forward, derivative, name, formula=formula)
 
 

@@ -1,0 +1,389 @@
+"""Every bad input to the public API is refused with a ValueError naming the argument and its value.
+
+One table of bad calls over every name in ``workbook.__all__`` (and ``workbook.layers``)
+that takes arguments: wrong types, shapes and sizes, NaN and infinity, huge values,
+empty arrays, negative counts and out-of-range seeds. Each row says what the message
+must contain (the argument and the value as written, or what the value holds); nothing
+may be printed before the refusal, so no check prints a verdict on a bad argument.
+No row trains a model or allocates much: everything is refused before the work starts.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+import workbook
+
+IMAGES = np.zeros((4, 28, 28, 1), dtype="float32")
+NAN_IMAGES = IMAGES.copy()
+NAN_IMAGES[2, 3, 4, 0] = np.nan
+BYTE_IMAGES = IMAGES.copy()
+BYTE_IMAGES[:, 10:18, 10:18, 0] = 255.0  # pixels in 0-255, not divided by 255
+X = np.linspace(-1, 1, 7).astype("float32")
+
+
+def sign_ste():
+    return workbook.SURROGATES["sign_ste"]
+
+
+def ones(x):
+    return keras.ops.ones_like(x)
+
+
+def check_surrogate(**kwargs):
+    return workbook.check_surrogate(**{"fn": sign_ste(), "forward": keras.ops.sign, "derivative": ones, **kwargs})
+
+
+def check_reconstruction(**kwargs):
+    arguments = {"model": None, "x_test": IMAGES, "target_mse": 0.1, "seconds": 1.0, "time_budget_seconds": 10}
+    return workbook.check_reconstruction(**{**arguments, **kwargs})
+
+
+def compare(**kwargs):
+    arguments = {"bottlenecks": {"identity": None}, "x_train": IMAGES, "x_test": IMAGES, "show": False}
+    return workbook.compare_bottlenecks(**{**arguments, **kwargs})
+
+
+def gumbel_softmax_st(logits, noise, tau):
+    soft = keras.ops.softmax((logits + noise) / tau)
+    hard = keras.ops.one_hot(keras.ops.argmax(logits + noise, axis=-1), 5, dtype=soft.dtype)
+    return hard + soft - keras.ops.stop_gradient(soft)
+
+
+def check_gumbel(**kwargs):
+    return workbook.check_gumbel_softmax_st(**{"fn": gumbel_softmax_st, **kwargs})
+
+
+# (call, fragments the message must contain); the row's id is the call as written.
+BAD_CALLS = {
+    # environment.py, data.py
+    "setup(seed=2**32)": (lambda: workbook.setup(seed=2**32), ["seed=4294967296", "2**32 - 1"]),
+    "setup(seed=-1)": (lambda: workbook.setup(seed=-1), ["seed=-1", "from 0 to"]),
+    "setup(quiet='no')": (lambda: workbook.setup(quiet="no"), ["quiet='no'", "True or False"]),
+    "load_mnist(seed=2**32)": (lambda: workbook.load_mnist(source="bundled", seed=2**32), ["seed=4294967296"]),
+    "load_mnist(n_train=10**9)": (lambda: workbook.load_mnist(n_train=10**9, source="bundled"), ["n_train=1000000000"]),
+    "load_mnist(n_test=-1)": (lambda: workbook.load_mnist(n_test=-1), ["n_test=-1"]),
+    "load_mnist(source=None)": (lambda: workbook.load_mnist(source=None), ["source=None"]),
+    # surrogates.py, layers.py
+    "surrogate(None, ones)": (lambda: workbook.surrogate(None, ones), ["forward=None"]),
+    "surrogate(sign, 3)": (lambda: workbook.surrogate(keras.ops.sign, 3), ["derivative=3"]),
+    "surrogate(name=5)": (lambda: workbook.surrogate(keras.ops.sign, ones, name=5), ["name=5"]),
+    "surrogate(formula=5)": (lambda: workbook.surrogate(keras.ops.sign, ones, formula=5), ["formula=5"]),
+    "straight_through('sign')": (lambda: workbook.straight_through("sign"), ["forward='sign'"]),
+    "with_params(alpha=nan)": (lambda: workbook.SURROGATES["step_atan"].with_params(alpha=math.nan), ["alpha=nan"]),
+    "with_params(alpha=10**400)": (
+        lambda: workbook.SURROGATES["step_atan"].with_params(alpha=10**400),
+        ["alpha=", "(0, 100]"],
+    ),
+    "with_params(clip=1)": (lambda: workbook.SURROGATES["step_atan"].with_params(clip=1), ["'clip'", "alpha"]),
+    "layers.Surrogate('nope')": (lambda: workbook.layers.Surrogate("nope"), ["surrogate='nope'"]),
+    "layers.Surrogate(alpha=-1)": (lambda: workbook.layers.Surrogate("step_atan", alpha=-1), ["alpha=-1"]),
+    # plots.py, explorer.py
+    "plot_derivatives(n_points=10**9)": (
+        lambda: workbook.plot_derivatives("sign_ste", n_points=10**9),
+        ["n_points=1000000000", "from 3 to 100000"],
+    ),
+    "plot_derivatives(n_points=2.5)": (lambda: workbook.plot_derivatives("sign_ste", n_points=2.5), ["n_points=2.5"]),
+    "plot_derivatives(x_range=(0, nan))": (
+        lambda: workbook.plot_derivatives("sign_ste", x_range=(0, math.nan)),
+        ["x_range=(0, nan)"],
+    ),
+    "plot_derivatives(x_range=(1, 0))": (lambda: workbook.plot_derivatives("sign_ste", x_range=(1, 0)), ["x_range="]),
+    "plot_derivatives(dtype='int32')": (
+        lambda: workbook.plot_derivatives("sign_ste", dtype="int32"),
+        ["dtype='int32'", "float"],
+    ),
+    "plot_derivatives(dtype='banana')": (lambda: workbook.plot_derivatives("sign_ste", dtype="banana"), ["dtype="]),
+    "plot_derivatives(42)": (lambda: workbook.plot_derivatives(42), ["fn_or_name=42"]),
+    "plot_derivatives('nope')": (lambda: workbook.plot_derivatives("nope"), ["fn_or_name='nope'"]),
+    "plot_derivatives(axes=5)": (lambda: workbook.plot_derivatives("sign_ste", axes=5), ["axes=5", "pair"]),
+    "plot_derivatives(ax=5)": (lambda: workbook.plot_derivatives("sign_ste", ax=5), ["ax=5", "Axes"]),
+    "plot_derivatives(axes=(1, 2))": (lambda: workbook.plot_derivatives("sign_ste", axes=(1, 2)), ["axes=(1, 2)"]),
+    "plot_derivatives(title=5)": (lambda: workbook.plot_derivatives("sign_ste", title=5), ["title=5"]),
+    "explore_surrogates(n_points=10**9)": (
+        lambda: workbook.explore_surrogates(n_points=10**9),
+        ["n_points=1000000000"],
+    ),
+    "explore_surrogates(x_range=(1, 0))": (lambda: workbook.explore_surrogates(x_range=(1, 0)), ["x_range=(1, 0)"]),
+    "explore_surrogates(custom=[1])": (lambda: workbook.explore_surrogates(custom=[1]), ["custom=[1]"]),
+    "explore_surrogates(start='nope')": (lambda: workbook.explore_surrogates(start="nope"), ["start='nope'"]),
+    # checks.py
+    "check_surrogate(n_points=10**9)": (lambda: check_surrogate(n_points=10**9), ["n_points=1000000000"]),
+    "check_surrogate(n_points=0)": (lambda: check_surrogate(n_points=0), ["n_points=0", "from 2 to"]),
+    "check_surrogate(n_points=1.5)": (lambda: check_surrogate(n_points=1.5), ["n_points=1.5"]),
+    "check_surrogate(n_samples=-1)": (lambda: check_surrogate(n_samples=-1), ["n_samples=-1", "from 0 to"]),
+    "check_surrogate(n_samples=10**9)": (lambda: check_surrogate(n_samples=10**9), ["n_samples=1000000000"]),
+    "check_surrogate(seed=-1)": (lambda: check_surrogate(seed=-1), ["seed=-1"]),
+    "check_surrogate(seed=2**32)": (lambda: check_surrogate(seed=2**32), ["seed=4294967296"]),
+    "check_surrogate(rtol=nan)": (lambda: check_surrogate(rtol=math.nan), ["rtol=nan", "at least 0"]),
+    "check_surrogate(rtol=inf)": (lambda: check_surrogate(rtol=math.inf), ["rtol=inf"]),
+    "check_surrogate(atol=-1)": (lambda: check_surrogate(atol=-1), ["atol=-1"]),
+    "check_surrogate(atol='small')": (lambda: check_surrogate(atol="small"), ["atol='small'"]),
+    "check_surrogate(dtype='int32')": (lambda: check_surrogate(dtype="int32"), ["dtype='int32'"]),
+    "check_surrogate(fn=None)": (lambda: check_surrogate(fn=None), ["fn=None"]),
+    "check_surrogate(forward=None)": (lambda: check_surrogate(forward=None), ["forward=None"]),
+    "check_surrogate(derivative=1)": (lambda: check_surrogate(derivative=1), ["derivative=1"]),
+    "check_surrogate(x_range beyond float32)": (
+        lambda: check_surrogate(x_range=(-1e300, 1e300)),
+        ["x_range=(-1e+300, 1e+300)", "float32"],
+    ),
+    "check_surrogate(x_range=(0, 0))": (lambda: check_surrogate(x_range=(0, 0)), ["x_range=(0, 0)"]),
+    # assignment_checks.py
+    "check_quantizer(None)": (lambda: workbook.check_quantizer(None), ["fn=None"]),
+    "check_quantizer(gradient='yes')": (lambda: workbook.check_quantizer(ones, gradient="yes"), ["gradient='yes'"]),
+    "check_quantizer(n_points=10**9)": (lambda: workbook.check_quantizer(ones, n_points=10**9), ["n_points="]),
+    "check_quantizer(seed=2**32)": (lambda: workbook.check_quantizer(ones, seed=2**32), ["seed=4294967296"]),
+    "check_quantizer(x_range beyond float32)": (
+        lambda: workbook.check_quantizer(ones, x_range=(0, 1e39)),
+        ["x_range=(0, 1e+39)", "float32"],
+    ),
+    "check_quantizer(x_range at a jump)": (
+        lambda: workbook.check_quantizer(ones, x_range=(0.1664, 0.1669)),
+        ["x_range=(0.1664, 0.1669)", "jump"],
+    ),
+    "check_gradient_fix(example=[])": (lambda: workbook.check_gradient_fix(ones, ones, example=[]), ["example=[]"]),
+    "check_gradient_fix(example=empty array)": (
+        lambda: workbook.check_gradient_fix(ones, ones, example=np.zeros((0, 3))),
+        ["example=", "shape (0, 3)", "non-empty"],
+    ),
+    "check_gradient_fix(example=[nan])": (
+        lambda: workbook.check_gradient_fix(ones, ones, example=[0.5, math.nan]),
+        ["example=[0.5, nan]", "NaN"],
+    ),
+    "check_gradient_fix(example=ragged)": (
+        lambda: workbook.check_gradient_fix(ones, ones, example=[[1, 2], [3]]),
+        ["example=[[1, 2], [3]]"],
+    ),
+    "check_gradient_fix(example='abc')": (
+        lambda: workbook.check_gradient_fix(ones, ones, example="abc"),
+        ["example='abc'"],
+    ),
+    "check_gradient_fix(seed=-1)": (lambda: workbook.check_gradient_fix(ones, ones, seed=-1), ["seed=-1"]),
+    "check_gradient_fix(None, f)": (lambda: workbook.check_gradient_fix(None, ones), ["fixed=None"]),
+    "check_gradient_fix(f, None)": (lambda: workbook.check_gradient_fix(ones, None), ["original=None"]),
+    "check_gradient_fix(derivative=5)": (
+        lambda: workbook.check_gradient_fix(ones, ones, derivative=5),
+        ["derivative=5"],
+    ),
+    "check_reconstruction(n_probe=-1)": (lambda: check_reconstruction(n_probe=-1), ["n_probe=-1", "at least 1"]),
+    "check_reconstruction(n_probe=0)": (lambda: check_reconstruction(n_probe=0), ["n_probe=0"]),
+    "check_reconstruction(n_probe=1.5)": (lambda: check_reconstruction(n_probe=1.5), ["n_probe=1.5"]),
+    "check_reconstruction(x_test=NaN)": (
+        lambda: check_reconstruction(x_test=NAN_IMAGES),
+        ["x_test=", "x_test[2] holds NaN"],
+    ),
+    "check_reconstruction(x_test=(n, 28, 28))": (
+        lambda: check_reconstruction(x_test=IMAGES[..., 0]),
+        ["x_test=", "(4, 28, 28)", "x[..., None]"],
+    ),
+    "check_reconstruction(x_test=empty)": (
+        lambda: check_reconstruction(x_test=IMAGES[:0]),
+        ["x_test=", "(0, 28, 28, 1)", "at least one image"],
+    ),
+    "check_reconstruction(x_test=0-255)": (
+        lambda: check_reconstruction(x_test=BYTE_IMAGES),
+        ["x_test=", "[0, 255]", "divide by 255"],
+    ),
+    "check_reconstruction(x_test=flat)": (
+        lambda: check_reconstruction(x_test=IMAGES.reshape(4, 784)),
+        ["x_test=", "(4, 784)"],
+    ),
+    "check_reconstruction(target_mse=nan)": (lambda: check_reconstruction(target_mse=math.nan), ["target_mse=nan"]),
+    "check_reconstruction(seconds=inf)": (lambda: check_reconstruction(seconds=math.inf), ["seconds=inf"]),
+    "check_reconstruction(time_budget_seconds=-1)": (
+        lambda: check_reconstruction(time_budget_seconds=-1),
+        ["time_budget_seconds=-1"],
+    ),
+    # diagnosis.py
+    "find_gradient_breaks(42, x)": (lambda: workbook.find_gradient_breaks(42, X), ["target=42"]),
+    "find_gradient_breaks(lambda x: None, x)": (
+        lambda: workbook.find_gradient_breaks(lambda x: None, X),
+        ["returned None", "return"],
+    ),
+    "find_gradient_breaks(f, [])": (lambda: workbook.find_gradient_breaks(ones, []), ["example=[]"]),
+    "find_gradient_breaks(f, [nan])": (
+        lambda: workbook.find_gradient_breaks(ones, np.array([1.0, math.nan])),
+        ["example=", "NaN"],
+    ),
+    "find_gradient_breaks(f, None)": (lambda: workbook.find_gradient_breaks(ones, None), ["example"]),
+    "find_gradient_breaks(loss=3)": (lambda: workbook.find_gradient_breaks(ones, X, loss=3), ["loss=3"]),
+    # models.py, monitoring.py, compare.py
+    "autoencoder(seed=2**70)": (lambda: workbook.autoencoder(seed=2**70), ["seed=1180591620717411303424"]),
+    "autoencoder(seed=-1)": (lambda: workbook.autoencoder(seed=-1), ["seed=-1"]),
+    "autoencoder(seed=1.5)": (lambda: workbook.autoencoder(seed=1.5), ["seed=1.5"]),
+    "autoencoder(learning_rate=nan)": (lambda: workbook.autoencoder(learning_rate=math.nan), ["learning_rate=nan"]),
+    "autoencoder(learning_rate=0)": (lambda: workbook.autoencoder(learning_rate=0), ["learning_rate=0"]),
+    "autoencoder(epochs=3)": (lambda: workbook.autoencoder(epochs=3), ["'epochs'", "'learning_rate'"]),
+    "autoencoder(lambda x: x[..., :5])": (
+        lambda: workbook.autoencoder(lambda x: x[..., :5]),
+        ["bottleneck=", "shape (2, 14, 14, 5)", "(14, 14, 10)"],
+    ),
+    "autoencoder(lambda x: None)": (lambda: workbook.autoencoder(lambda x: None), ["bottleneck=", "returned None"]),
+    "autoencoder(5)": (lambda: workbook.autoencoder(5), ["bottleneck=5"]),
+    "autoencoder('nope')": (lambda: workbook.autoencoder("nope"), ["bottleneck='nope'"]),
+    "autoencoder(keras.layers.Dense)": (lambda: workbook.autoencoder(keras.layers.Dense), ["bottleneck=", "class"]),
+    "GradientNormMonitor(every=0)": (lambda: workbook.GradientNormMonitor(every=0), ["every=0"]),
+    "GradientNormMonitor(every=1.5)": (lambda: workbook.GradientNormMonitor(every=1.5), ["every=1.5"]),
+    "GradientNormMonitor(live='yes')": (lambda: workbook.GradientNormMonitor(live="yes"), ["live='yes'"]),
+    "GradientNormMonitor(refresh_seconds=nan)": (
+        lambda: workbook.GradientNormMonitor(refresh_seconds=math.nan),
+        ["refresh_seconds=nan"],
+    ),
+    "compare_bottlenecks(seed=-1)": (lambda: compare(seed=-1), ["seed=-1"]),
+    "compare_bottlenecks(seed=2**32)": (lambda: compare(seed=2**32), ["seed=4294967296"]),
+    "compare_bottlenecks(x_train=empty)": (
+        lambda: compare(x_train=IMAGES[:0]),
+        ["x_train=", "(0, 28, 28, 1)", "at least one image"],
+    ),
+    "compare_bottlenecks(x_train=(n, 28, 28))": (
+        lambda: compare(x_train=IMAGES[..., 0]),
+        ["x_train=", "(4, 28, 28)", "x[..., None]"],
+    ),
+    "compare_bottlenecks(x_train=NaN)": (lambda: compare(x_train=NAN_IMAGES), ["x_train=", "x_train[2] holds NaN"]),
+    "compare_bottlenecks(x_test=NaN)": (lambda: compare(x_test=NAN_IMAGES), ["x_test=", "x_test[2] holds NaN"]),
+    "compare_bottlenecks(x_train=0-255)": (lambda: compare(x_train=BYTE_IMAGES), ["x_train=", "divide by 255"]),
+    "compare_bottlenecks(x_train=None)": (lambda: compare(x_train=None), ["x_train and x_test"]),
+    "compare_bottlenecks({'a': 5})": (lambda: compare(bottlenecks={"a": 5}), ["'a'", "bottleneck=5"]),
+    "compare_bottlenecks({'a': slice})": (
+        lambda: compare(bottlenecks={"ok": None, "a": lambda x: x[..., :5]}),
+        ["'a'", "shape (2, 14, 14, 5)"],
+    ),
+    "compare_bottlenecks({})": (lambda: compare(bottlenecks={}), ["bottlenecks={}"]),
+    "compare_bottlenecks(epochs=0)": (lambda: compare(epochs=0), ["epochs=0"]),
+    "compare_bottlenecks(batch_size=-1)": (lambda: compare(batch_size=-1), ["batch_size=-1"]),
+    "compare_bottlenecks(live='yes')": (lambda: compare(live="yes"), ["live='yes'"]),
+    "compare_bottlenecks(show='no')": (lambda: compare(show="no"), ["show='no'"]),
+    "compare_bottlenecks(n_train=-1)": (lambda: compare(x_train=None, x_test=None, n_train=-1), ["n_train=-1"]),
+    # estimators.py, discrete_layers.py
+    "sample_latent(seed=-1)": (lambda: workbook.sample_latent(np.zeros(3), seed=-1), ["seed=-1"]),
+    "sample_latent(seed=2**32)": (lambda: workbook.sample_latent(np.zeros(3), seed=2**32), ["seed=4294967296"]),
+    "sample_latent(seed=1.5)": (lambda: workbook.sample_latent(np.zeros(3), seed=1.5), ["seed=1.5"]),
+    "sample_latent(int logits)": (
+        lambda: workbook.sample_latent(np.zeros(3, dtype="int64")),
+        ["logits=", "int64", "float"],
+    ),
+    "sample_latent(NaN logits)": (
+        lambda: workbook.sample_latent(np.array([0.0, math.nan])),
+        ["logits=", "NaN"],
+    ),
+    "sample_latent('abc')": (lambda: workbook.sample_latent("abc"), ["logits="]),
+    "sample_latent(no classes)": (
+        lambda: workbook.sample_latent(np.zeros((2, 0)), "categorical"),
+        ["logits=", "(2, 0)", "at least one class"],
+    ),
+    "sample_latent(tau=nan)": (lambda: workbook.sample_latent(np.zeros(3), tau=math.nan), ["tau=nan"]),
+    "sample_latent(estimator='x')": (lambda: workbook.sample_latent(np.zeros(3), estimator="x"), ["estimator='x'"]),
+    "DiscreteBottleneck(seed=2**32)": (lambda: workbook.DiscreteBottleneck(seed=2**32), ["seed=4294967296"]),
+    "DiscreteBottleneck(seed=-1)": (lambda: workbook.DiscreteBottleneck(seed=-1), ["seed=-1", "or None"]),
+    "DiscreteBottleneck(tau=inf)": (lambda: workbook.DiscreteBottleneck(tau=math.inf), ["tau=inf"]),
+    "DiscreteBottleneck(baseline_decay=1)": (
+        lambda: workbook.DiscreteBottleneck(baseline_decay=1),
+        ["baseline_decay=1"],
+    ),
+    "DiscreteBottleneck(latent='gaussian')": (
+        lambda: workbook.DiscreteBottleneck(latent="gaussian"),
+        ["latent='gaussian'"],
+    ),
+    "VectorQuantizer(seed=2**32)": (lambda: workbook.VectorQuantizer(seed=2**32), ["seed=4294967296"]),
+    "VectorQuantizer(n_codes=10**9)": (lambda: workbook.VectorQuantizer(n_codes=10**9), ["n_codes=1000000000"]),
+    "VectorQuantizer(commitment=nan)": (lambda: workbook.VectorQuantizer(commitment=math.nan), ["commitment=nan"]),
+    # bias_variance.py, estimator_plots.py, estimator_checks.py
+    "make_problem(n_latents=20000)": (
+        lambda: workbook.make_problem(n_latents=20000),
+        ["n_latents=20000", "too many", "4096"],
+    ),
+    "make_problem(n_latents=0)": (lambda: workbook.make_problem(n_latents=0), ["n_latents=0"]),
+    "make_problem(n_classes=1)": (lambda: workbook.make_problem("categorical", n_classes=1), ["n_classes=1"]),
+    "make_problem(n_classes=10**9)": (
+        lambda: workbook.make_problem("categorical", n_classes=10**9),
+        ["n_classes=1000000000"],
+    ),
+    "make_problem(n_outputs=10**9)": (lambda: workbook.make_problem(n_outputs=10**9), ["n_outputs=1000000000"]),
+    "make_problem(seed=2**32)": (lambda: workbook.make_problem(seed=2**32), ["seed=4294967296"]),
+    "make_problem(latent='x')": (lambda: workbook.make_problem("x"), ["latent='x'"]),
+    "measure_bias_and_variance(seed=-1)": (
+        lambda: workbook.measure_bias_and_variance("straight_through", seed=-1),
+        ["seed=-1"],
+    ),
+    "measure_bias_and_variance(seed=2**32)": (
+        lambda: workbook.measure_bias_and_variance("straight_through", seed=2**32),
+        ["seed=4294967296"],
+    ),
+    "measure_bias_and_variance(n_samples=10**9)": (
+        lambda: workbook.measure_bias_and_variance("straight_through", n_samples=10**9),
+        ["n_samples=1000000000"],
+    ),
+    "measure_bias_and_variance(problem=5)": (
+        lambda: workbook.measure_bias_and_variance("straight_through", problem=5),
+        ["problem=5"],
+    ),
+    "measure_bias_and_variance(tau=nan)": (
+        lambda: workbook.measure_bias_and_variance("gumbel_softmax", tau=math.nan),
+        ["tau=nan"],
+    ),
+    "measure_bias_and_variance(estimator='x')": (lambda: workbook.measure_bias_and_variance("x"), ["estimator='x'"]),
+    "measure_estimators(taus=[])": (lambda: workbook.measure_estimators(taus=[]), ["taus=[]"]),
+    "measure_estimators(taus=[1, nan])": (lambda: workbook.measure_estimators(taus=[1.0, math.nan]), ["tau=nan"]),
+    "measure_estimators(taus=0.5)": (lambda: workbook.measure_estimators(taus=0.5), ["taus=0.5"]),
+    "measure_estimators(n_samples=1)": (lambda: workbook.measure_estimators(n_samples=1), ["n_samples=1"]),
+    "measure_estimators(seed=-1)": (lambda: workbook.measure_estimators(seed=-1), ["seed=-1"]),
+    "plot_bias_variance([])": (lambda: workbook.plot_bias_variance([]), ["results"]),
+    "plot_bias_variance([1])": (lambda: workbook.plot_bias_variance([1]), ["results"]),
+    "check_gumbel_softmax_st(None)": (lambda: check_gumbel(fn=None), ["fn=None"]),
+    "check_gumbel_softmax_st(taus=[])": (lambda: check_gumbel(taus=[]), ["taus=[]", "non-empty"]),
+    "check_gumbel_softmax_st(taus=[0])": (lambda: check_gumbel(taus=[0]), ["tau=0"]),
+    "check_gumbel_softmax_st(taus=[nan])": (lambda: check_gumbel(taus=[math.nan]), ["tau=nan"]),
+    "check_gumbel_softmax_st(taus=0.5)": (lambda: check_gumbel(taus=0.5), ["taus=0.5"]),
+    "check_gumbel_softmax_st(n_samples=0)": (lambda: check_gumbel(n_samples=0), ["n_samples=0"]),
+    "check_gumbel_softmax_st(n_samples=10**9)": (lambda: check_gumbel(n_samples=10**9), ["n_samples=1000000000"]),
+    "check_gumbel_softmax_st(seed=-1)": (lambda: check_gumbel(seed=-1), ["seed=-1"]),
+    "check_gumbel_softmax_st(atol=nan)": (lambda: check_gumbel(atol=math.nan), ["atol=nan"]),
+}
+
+
+@pytest.mark.parametrize("call, fragments", list(BAD_CALLS.values()), ids=list(BAD_CALLS))
+def test_a_bad_call_is_refused_naming_the_argument_before_anything_is_printed(call, fragments, capsys):
+    with pytest.raises(ValueError) as refused:
+        call()
+    message = str(refused.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    assert capsys.readouterr().out == "", "a verdict was printed before the refusal"
+
+
+def test_the_finder_says_a_function_returned_none_not_that_its_output_ignores_x():
+    with pytest.raises(ValueError) as refused:
+        workbook.find_gradient_breaks(lambda x: None, X)
+    assert "does not depend" not in str(refused.value)
+
+
+@pytest.mark.parametrize("seed", [0, 2**32 - 1])
+def test_every_seeded_function_takes_both_ends_of_the_seed_range(seed):
+    # The same rule everywhere: 0 and 2**32 - 1 both pass, as NumPy and TensorFlow take them.
+    workbook.sample_latent(np.zeros(3), seed=seed)
+    workbook.make_problem(n_latents=2, seed=seed)
+    workbook.DiscreteBottleneck(seed=seed)
+    workbook.VectorQuantizer(seed=seed)
+    assert workbook.load_mnist(n_train=10, n_test=10, source="bundled", seed=seed)[0][0].shape == (10, 28, 28, 1)
+
+
+def test_a_bottleneck_function_shaped_like_its_input_is_accepted_and_one_that_raises_is_left_to_fit():
+    model = workbook.autoencoder(lambda x: keras.ops.round(x))
+    assert model.get_layer("bottleneck").compute_output_shape((None, 14, 14, 10)) == (None, 14, 14, 10)
+
+    def unfinished(x):
+        raise NotImplementedError()
+
+    workbook.autoencoder(unfinished)  # fit shows the student's own error, as before
+
+
+def test_the_names_checked_here_are_every_public_name_that_takes_arguments():
+    # A new public function must get rows above: the table names each one it covers.
+    without_arguments = {"environment_report", "check_versions", "SURROGATES", "GradientReport", "Finding"}
+    # Built by workbook.autoencoder; its arguments are a Sequential's.
+    without_arguments.add("ScoreFunctionAutoencoder")
+    covered = {row.split("(")[0] for row in BAD_CALLS} | {"SURROGATES"}  # through with_params
+    assert set(workbook.__all__) - without_arguments - covered == set()
+    assert "layers.Surrogate" in covered
