@@ -245,7 +245,9 @@ def leftover_processes(marker):
     return found
 
 
-@pytest.fixture(scope="module")
+# Session-wide: the tests that read it run in one worker (xdist_group "hub"), and a module-wide
+# fixture would be graded again whenever that worker ran another module's test in between.
+@pytest.fixture(scope="session")
 def hub(tmp_path_factory):
     """The whole round trip; returns what the instructor sees at the end."""
     pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")

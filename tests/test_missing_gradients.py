@@ -72,7 +72,11 @@ optimizer.apply_gradients(zip(tape.gradient(loss, cut.trainable_variables), cut.
 """
 
 
-@pytest.fixture(scope="module")
+# The kernels are started once for the module's tests, which stay in one worker.
+pytestmark = pytest.mark.xdist_group("missing-gradients notebook")
+
+
+@pytest.fixture(scope="session")  # once per worker: the tests using it share one xdist_group
 def cells(tmp_path_factory):
     """The executed cells of the scratch notebook, by name."""
     names = ["parameters", "injected parameters", "setup", "all_cut", "partly_cut", "healthy", "other_error"]

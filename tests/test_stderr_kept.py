@@ -156,7 +156,11 @@ NAMES = list(CELLS)
 VARIANTS = {"with setup()": "import workbook; workbook.setup(seed=0)", "without setup()": "import workbook"}
 
 
-@pytest.fixture(scope="module")
+# The kernels are started once for the module's tests, which stay in one worker.
+pytestmark = pytest.mark.xdist_group("stderr kernels")
+
+
+@pytest.fixture(scope="session")  # once per worker: the tests using it share one xdist_group
 def kernels(tmp_path_factory):
     """The executed cells of each kernel, by variant and case name."""
     runs = {}
