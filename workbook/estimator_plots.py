@@ -11,9 +11,9 @@ __all__ = ["plot_bias_variance"]
 _COLORS = {
     "straight_through": PALETTE["blue"],
     "gumbel_softmax": PALETTE["orange"],
-    "gumbel_softmax_st": PALETTE["bluish green"],
+    "gumbel_softmax_st": PALETTE["sky blue"],
     "score_function": PALETTE["vermillion"],
-    "score_function_loo": PALETTE["reddish purple"],
+    "score_function_loo": PALETTE["black"],
 }
 
 

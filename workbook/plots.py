@@ -20,7 +20,7 @@ _COLORS = {
     "forward": PALETTE["blue"],
     "backprop": PALETTE["vermillion"],
     "true": "#555555",
-    "fd": PALETTE["bluish green"],
+    "fd": PALETTE["sky blue"],
 }
 
 
