@@ -65,7 +65,7 @@ def browser_notebook(path):
     return notebook
 
 
-@pytest.fixture(scope="session")  # once per worker: the tests using it share one xdist_group
+@pytest.fixture(scope="session")  # at most once per worker process
 def browser_path():
     if skip_requested():
         pytest.skip(f"{SKIP_VARIABLE}=1 is set: the end-to-end browser test is skipped on purpose")
@@ -75,7 +75,7 @@ def browser_path():
         pytest.fail(str(error), pytrace=False)
 
 
-@pytest.fixture(scope="session")  # once per worker: the tests using it share one xdist_group
+@pytest.fixture(scope="session")  # at most once per worker process
 def session(browser_path, tmp_path_factory):
     """A JupyterLab serving the reduced notebooks and a headless Chromium; neither outlives the test run."""
     from playwright.sync_api import sync_playwright

@@ -245,8 +245,9 @@ def leftover_processes(marker):
     return found
 
 
-# Session-wide: the tests that read it run in one worker (xdist_group "hub"), and a module-wide
-# fixture would be graded again whenever that worker ran another module's test in between.
+# Session-wide: a module-wide fixture is graded again whenever its worker runs another module's
+# test in between. The tests are marked xdist_group("hub") for one worker, but with pytest 9.2
+# and pytest-xdist 3.8 `--dist loadgroup` does not group them, so each worker may grade once.
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory):
     """The whole round trip; returns what the instructor sees at the end."""
@@ -336,7 +337,7 @@ def log_of(hub, student):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 @pytest.mark.hub
-@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
+@pytest.mark.xdist_group("hub")
 @pytest.mark.parametrize("student", STUDENTS)
 def test_each_submission_gets_the_points_of_its_honest_work(hub, student):
     expected = STUDENTS[student][1]
@@ -349,7 +350,7 @@ def test_each_submission_gets_the_points_of_its_honest_work(hub, student):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 @pytest.mark.hub
-@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
+@pytest.mark.xdist_group("hub")
 def test_a_file_that_is_not_a_notebook_is_marked_not_graded_and_the_rest_are_graded(hub):
     assert hub["graded"][NOT_A_NOTEBOOK][0] != 0  # nbgrader reports the failure...
     assert "There was an error processing assignment" in hub["graded"][NOT_A_NOTEBOOK][2]
@@ -376,7 +377,7 @@ def autograded_errors(hub, student):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 @pytest.mark.hub
-@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
+@pytest.mark.xdist_group("hub")
 def test_the_endless_loop_and_the_dead_kernel_each_cost_their_own_cell(hub):
     errors = autograded_errors(hub, "loop_and_kill")
     assert "CellTimeoutError" in errors["b_culprit_answer"]
@@ -387,7 +388,7 @@ def test_the_endless_loop_and_the_dead_kernel_each_cost_their_own_cell(hub):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 @pytest.mark.hub
-@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
+@pytest.mark.xdist_group("hub")
 def test_the_sandbox_held_nothing_outside_it_changed_and_nothing_it_started_survived(hub):
     printed = "".join(
         o.get("text", "")
@@ -406,7 +407,7 @@ def test_the_sandbox_held_nothing_outside_it_changed_and_nothing_it_started_surv
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 @pytest.mark.hub
-@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
+@pytest.mark.xdist_group("hub")
 def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_hidden_tests(hub):
     errors = {
         nbgrader_meta(c).get("grade_id"): [o.evalue for o in c.get("outputs", []) if o.output_type == "error"]
@@ -423,7 +424,7 @@ def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_h
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 @pytest.mark.hub
-@pytest.mark.xdist_group("hub")  # the class is graded once, in one worker, for all of these
+@pytest.mark.xdist_group("hub")
 def test_output_is_capped_in_bytes_and_the_checksum_warnings_name_only_edited_checks(hub):
     sizes = [
         (hub["course"] / "feedback" / "huge_output" / ASSIGNMENT / f"{ASSIGNMENT}.html").stat().st_size,

@@ -76,7 +76,7 @@ optimizer.apply_gradients(zip(tape.gradient(loss, cut.trainable_variables), cut.
 pytestmark = pytest.mark.xdist_group("missing-gradients notebook")
 
 
-@pytest.fixture(scope="session")  # once per worker: the tests using it share one xdist_group
+@pytest.fixture(scope="session")  # at most once per worker process
 def cells(tmp_path_factory):
     """The executed cells of the scratch notebook, by name."""
     names = ["parameters", "injected parameters", "setup", "all_cut", "partly_cut", "healthy", "other_error"]

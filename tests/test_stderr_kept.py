@@ -160,7 +160,7 @@ VARIANTS = {"with setup()": "import workbook; workbook.setup(seed=0)", "without 
 pytestmark = pytest.mark.xdist_group("stderr kernels")
 
 
-@pytest.fixture(scope="session")  # once per worker: the tests using it share one xdist_group
+@pytest.fixture(scope="session")  # at most once per worker process
 def kernels(tmp_path_factory):
     """The executed cells of each kernel, by variant and case name."""
     runs = {}
