@@ -56,27 +56,18 @@ def setup(seed=0, quiet=True):
     check_seed(seed)
     check_flag("quiet", quiet)
     if quiet:
-        _quiet_tensorflow()
-        import_tensorflow_quietly()
+        _quiet_start()
     import keras
-    import tensorflow as tf
 
-    if quiet:
-        tf.get_logger().setLevel("ERROR")
-        try:
-            import absl.logging
-
-            absl.logging.set_verbosity(absl.logging.ERROR)
-        except ImportError:
-            pass
     random.seed(seed)
     np.random.seed(seed)
     keras.utils.set_random_seed(seed)
     return environment_report()
 
 
-def _quiet_tensorflow():
-    """Keep TensorFlow's log unwritten in this process (before it loads) and import Matplotlib quietly."""
+def _quiet_start():
+    """Keep TensorFlow's log unwritten (set before it loads, the rest held back while it loads,
+    its Python loggers at ERROR) and import Matplotlib without its one-time warnings."""
     import logging
 
     os.environ.setdefault(*_LOG_LEVEL)
@@ -90,6 +81,14 @@ def _quiet_tensorflow():
         import matplotlib.font_manager  # noqa: F401 (builds the cache once)
     finally:
         matplotlib_logger.setLevel(level)
+    tf = import_tensorflow_quietly()
+    tf.get_logger().setLevel("ERROR")
+    try:
+        import absl.logging
+
+        absl.logging.set_verbosity(absl.logging.ERROR)
+    except ImportError:
+        pass
 
 
 def environment_report():
