@@ -146,8 +146,11 @@ CELLS = {
     """,
     "look-alikes": f"""
         _ = os.write(2, {LOOK_ALIKES[0]!r}.encode() + b"\\n")
-        print({LOOK_ALIKES[1]!r}, file=sys.stderr)
-        code = "import sys\\nprint(" + repr({LOOK_ALIKES[2]!r}) + ", file=sys.stderr)"
+        # One write per line: print() writes the text and its newline apart, and the kernel
+        # may put a line from file descriptor 2 between the two (ipykernel 6 at the oldest end).
+        _ = sys.stderr.write({LOOK_ALIKES[1]!r} + "\\n")
+        sys.stderr.flush()
+        code = "import sys\\nsys.stderr.write(" + repr({LOOK_ALIKES[2]!r} + "\\n") + ")"
         _ = subprocess.run([sys.executable, "-c", code])
     """,
     "tensorflow": TENSORFLOW_AT_WORK + "print('trained')",
