@@ -246,8 +246,8 @@ def leftover_processes(marker):
 
 
 # Session-wide: a module-wide fixture is graded again whenever its worker runs another module's
-# test in between. The tests are marked xdist_group("hub") for one worker, but with pytest 9.2
-# and pytest-xdist 3.8 `--dist loadgroup` does not group them, so each worker may grade once.
+# test in between. Its tests are marked xdist_group("hub"), so the class is graded on one worker,
+# once (tests/test_parallel_groups.py checks that the grouping holds).
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory):
     """The whole round trip; returns what the instructor sees at the end."""
