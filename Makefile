@@ -26,7 +26,7 @@ help:
 	@echo "make test-fast  the unit tests only (no notebooks, nbgrader round trip, browser or oldest end)"
 	@echo "make test-oldest  the unit tests and every notebook again at the oldest supported versions"
 	@echo "             (constraints-oldest.txt, Python 3.10), and the Colab install, in .venv-oldest"
-	@echo "make lint    ruff: lint, import order, complexity and formatting (settings in pyproject.toml); CI runs it"
+	@echo "make lint    ruff (lint, import order, complexity, formatting) and import-linter (settings in pyproject.toml); CI runs it"
 	@echo "make format  let ruff fix what it can and format the code and notebooks"
 	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
 	@echo "make assignments  write the student versions (nbgrader) into course/release/"
@@ -79,6 +79,7 @@ test-oldest:
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: $(VENV)/.installed-dev
 	$(BIN)/ruff check --fix .

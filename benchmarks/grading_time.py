@@ -4,7 +4,7 @@ The assignment as students get it (8,000 training images, the 300 s budget), gra
 course/nbgrader_config.py through nbgrader's own command line, each submission in its own
 sandboxed kernel, its verdicts taken outside it: a small class of reference solutions
 (which train) and untouched releases (which stop at the first answer), graded by
-``workbook.grade_class`` with 1, 2 and 4 workers. Per-submission times and the speed-up
+``workbook.course.grade_class`` with 1, 2 and 4 workers. Per-submission times and the speed-up
 come from the same run; a class of 300 is extrapolated from the measured throughput.
 """
 
@@ -51,7 +51,7 @@ def make_course(base):
 
 
 def main():
-    from workbook.grade_class import grade_class
+    from workbook.course.grade_class import grade_class
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="grading-bench-") as folder:
@@ -73,7 +73,7 @@ def main():
     lines = [
         "## Grading time",
         "",
-        f"`python -m workbook.grade_class` on a class of {n} submissions of assignment 05 at full size "
+        f"`python -m workbook.course.grade_class` on a class of {n} submissions of assignment 05 at full size "
         f"({CLASS['reference']} reference solutions, which train; {CLASS['untouched']} untouched releases), "
         f"each through `nbgrader autograde` in its own sandboxed kernel, with its verdicts taken outside it, "
         f"on {os.cpu_count()} cores.",

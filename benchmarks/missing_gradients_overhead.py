@@ -9,7 +9,7 @@ import numpy as np
 from ab import interleaved, ratio_cell
 from IPython.core.interactiveshell import InteractiveShell
 
-EXTENSION = "workbook.missing_gradients"
+EXTENSION = "workbook.finder.missing_gradients"
 CELL = "model.fit(x, y, batch_size=32, epochs=1, verbose=0)"
 
 

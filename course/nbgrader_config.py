@@ -1,6 +1,6 @@
 # nbgrader settings for teaching with the workbook. Run every nbgrader command from this
 # folder (course/), e.g. `nbgrader autograde 05_assignment_quantized_autoencoder`, or grade
-# several submissions at once with `python -m workbook.grade_class 05_assignment_quantized_autoencoder`.
+# several submissions at once with `python -m workbook.course.grade_class 05_assignment_quantized_autoencoder`.
 # The instructor's versions are the notebooks in ../notebooks: `make assignments` links
 # them into source/ and writes the student versions into release/ (see README.md here).
 import os
@@ -9,15 +9,15 @@ from nbgrader.converters.autograde import Autograde
 from nbgrader.converters.generate_feedback import GenerateFeedback
 from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, OverwriteCells
 
-from workbook.autograde import GradesWithStatus, GuardedExecute, OverwriteReleasedCells
-from workbook.grading import cell_timeout
+from workbook.course.autograde import GradesWithStatus, GuardedExecute, OverwriteReleasedCells
+from workbook.course.grading import cell_timeout
 
 c = get_config()  # noqa: F821 (defined by nbgrader when it reads this file)
 
 # The course folder is wherever this file is, so the commands work from any checkout.
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "gradient-workbook"
-# Several graders may write the gradebook at once (workbook.grade_class): each waits up to
+# Several graders may write the gradebook at once (workbook.course.grade_class): each waits up to
 # a minute for another's write to finish instead of failing at once.
 c.CourseDirectory.db_url = f"sqlite:///{os.path.join(c.CourseDirectory.root, 'gradebook.db')}?timeout=60"
 
@@ -28,7 +28,7 @@ c.CourseDirectory.db_url = f"sqlite:///{os.path.join(c.CourseDirectory.root, 'gr
 c.Execute.timeout = 120
 c.Execute.timeout_func = cell_timeout
 
-# nbgrader's execute step with what a hub needs (workbook/autograde.py): the kernel runs in a
+# nbgrader's execute step with what a hub needs (workbook/course/autograde.py): the kernel runs in a
 # sandbox, assignment 05's points follow verdicts the grader takes outside the kernel, part
 # (c) is timed by the grader, a whole submission gets at most 15 minutes (re-runs after a
 # restart included), output is capped in bytes, a cell that ends the kernel fails that cell

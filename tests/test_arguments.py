@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from workbook.arguments import check_range, check_seed, is_number, is_whole_number
-from workbook.gradients import value_and_gradient
+from workbook.core.arguments import check_range, check_seed, is_number, is_whole_number
+from workbook.core.gradients import value_and_gradient
 
 
 @pytest.mark.parametrize(
@@ -141,13 +141,13 @@ def test_value_and_gradient_of_a_numpy_result_is_none_not_an_error():
     ],
 )
 def test_a_value_is_shown_short_an_array_by_its_shape_and_dtype(value, expected):
-    from workbook.arguments import shown
+    from workbook.core.arguments import shown
 
     assert shown(value) == expected
 
 
 def test_the_shared_checks_say_the_argument_the_value_and_what_is_allowed():
-    from workbook.arguments import check_count, check_flag, check_float_dtype, check_tolerance
+    from workbook.core.arguments import check_count, check_flag, check_float_dtype, check_tolerance
 
     cases = [
         (
@@ -177,7 +177,7 @@ def test_the_shared_checks_say_the_argument_the_value_and_what_is_allowed():
 
 
 def test_check_images_returns_float32_images_and_refuses_others_saying_why():
-    from workbook.arguments import check_images
+    from workbook.core.arguments import check_images
 
     images = check_images("x_test", np.ones((3, 28, 28, 1), dtype="uint8"))
     assert images.dtype == np.float32 and images.shape == (3, 28, 28, 1)

@@ -213,7 +213,7 @@ def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
         )
 
 
-# --- the self-checks students run (workbook/assignment_checks.py) ---------------------------
+# --- the self-checks students run (workbook/lab/assignment_checks.py) ---------------------------
 # Expected values come from the formulas written out here with NumPy or tf.custom_gradient,
 # or from Keras's own loss; none is taken from the checks themselves.
 
@@ -238,7 +238,7 @@ def _worst_x(printed):
 
 
 def test_check_quantizer_accepts_a_correct_quantizer(capsys):
-    from workbook.assignment_checks import check_quantizer
+    from workbook.lab.assignment_checks import check_quantizer
 
     assert check_quantizer(_reference_quantizer()) is True
     assert capsys.readouterr().out.count("✓") == 2
@@ -247,7 +247,7 @@ def test_check_quantizer_accepts_a_correct_quantizer(capsys):
 def test_check_quantizer_names_an_input_where_the_forward_is_wrong(capsys):
     import keras
 
-    from workbook.assignment_checks import check_quantizer
+    from workbook.lab.assignment_checks import check_quantizer
 
     floor_instead = lambda x: keras.ops.floor(3 * keras.ops.clip(x, 0, 1)) / 3  # noqa: E731
     assert check_quantizer(floor_instead) is False
@@ -259,7 +259,7 @@ def test_check_quantizer_explains_a_missing_or_unclipped_gradient(capsys):
     import keras
 
     import workbook
-    from workbook.assignment_checks import check_quantizer
+    from workbook.lab.assignment_checks import check_quantizer
 
     forward = lambda x: keras.ops.round(3 * keras.ops.clip(x, 0, 1)) / 3  # noqa: E731
     assert check_quantizer(forward) is False
@@ -272,7 +272,7 @@ def test_check_quantizer_explains_a_missing_or_unclipped_gradient(capsys):
 
 
 def test_checks_turn_an_unfinished_answer_into_a_message(capsys):
-    from workbook.assignment_checks import check_gradient_fix, check_quantizer
+    from workbook.lab.assignment_checks import check_gradient_fix, check_quantizer
 
     def unfinished(x):
         raise NotImplementedError()
@@ -299,7 +299,7 @@ def _inside(x):
 
 
 def test_check_gradient_fix_points_at_the_cast_and_accepts_the_fix(capsys):
-    from workbook.assignment_checks import check_gradient_fix
+    from workbook.lab.assignment_checks import check_gradient_fix
 
     assert check_gradient_fix(_colleague, _colleague, derivative=_inside) is False
     printed = capsys.readouterr().out
@@ -308,7 +308,7 @@ def test_check_gradient_fix_points_at_the_cast_and_accepts_the_fix(capsys):
 
 
 def test_check_gradient_fix_rejects_a_fix_that_changes_the_forward(capsys):
-    from workbook.assignment_checks import check_gradient_fix
+    from workbook.lab.assignment_checks import check_gradient_fix
 
     reference = _reference_quantizer()
     assert check_gradient_fix(lambda x: reference(x) + 0.01, _colleague, derivative=_inside) is False
@@ -325,7 +325,7 @@ def digits():
 
 def test_check_reconstruction_passes_and_reports_the_test_mse(digits, capsys):
     import workbook
-    from workbook.assignment_checks import check_reconstruction
+    from workbook.lab.assignment_checks import check_reconstruction
 
     model = workbook.autoencoder(bottleneck=_reference_quantizer())
     keras_mse = model.evaluate(digits, digits, verbose=0)  # Keras's own mean squared error
@@ -343,7 +343,7 @@ def test_check_reconstruction_rejects_a_float_code_and_a_dead_encoder(digits, ca
     import keras
 
     import workbook
-    from workbook.assignment_checks import check_reconstruction
+    from workbook.lab.assignment_checks import check_reconstruction
 
     float_code = workbook.autoencoder(bottleneck=None)
     assert check_reconstruction(float_code, digits, target_mse=0.5, seconds=1.0, time_budget_seconds=10) is False
@@ -355,7 +355,7 @@ def test_check_reconstruction_rejects_a_float_code_and_a_dead_encoder(digits, ca
 
 def test_check_reconstruction_rejects_bad_arguments_by_name(digits):
     import workbook
-    from workbook.assignment_checks import check_reconstruction
+    from workbook.lab.assignment_checks import check_reconstruction
 
     model = workbook.autoencoder()
     with pytest.raises(ValueError, match="target_mse=-1"):
@@ -368,7 +368,7 @@ def test_check_reconstruction_rejects_another_four_level_map(digits, capsys):
     import keras
 
     import workbook
-    from workbook.assignment_checks import check_reconstruction
+    from workbook.lab.assignment_checks import check_reconstruction
 
     # Four levels, a surrogate gradient, but not the quantizer part (c) is graded with.
     sigmoid_levels = workbook.straight_through(lambda x: keras.ops.round(3 * keras.ops.sigmoid(x)) / 3)

@@ -6,9 +6,9 @@ import traceback
 import numpy as np
 import tensorflow as tf
 
-import workbook.diagnosis
-import workbook.gradients
-from workbook.code_origin import is_library, user_frame
+import workbook.core.gradients
+import workbook.finder.diagnosis
+from workbook.core.code_origin import is_library, user_frame
 
 USER_FILE = os.path.abspath(__file__)
 
@@ -23,14 +23,14 @@ def test_installed_packages_the_standard_library_and_generated_code_are_librarie
 
 
 def test_the_workbook_is_not_the_students_code_but_this_file_is():
-    assert is_library(workbook.gradients.__file__) and is_library(workbook.diagnosis.__file__)
+    assert is_library(workbook.core.gradients.__file__) and is_library(workbook.finder.diagnosis.__file__)
     assert not is_library(USER_FILE)
 
 
 def test_the_innermost_user_frame_below_the_finder_is_named():
     frames = [
         frame(USER_FILE, 1, "report = find_gradient_breaks(f, x)"),  # the caller: not the culprit
-        frame(workbook.diagnosis.__file__, 60),
+        frame(workbook.finder.diagnosis.__file__, 60),
         frame(tf.__file__, 100),
         frame(USER_FILE, 7, "return tf.round(x)"),
         frame(np.__file__, 5),
@@ -39,6 +39,6 @@ def test_the_innermost_user_frame_below_the_finder_is_named():
 
 
 def test_the_caller_of_the_finder_is_never_named():
-    frames = [frame(USER_FILE, 1, "report = find_gradient_breaks(f, x)"), frame(workbook.diagnosis.__file__, 60)]
+    frames = [frame(USER_FILE, 1, "report = find_gradient_breaks(f, x)"), frame(workbook.finder.diagnosis.__file__, 60)]
     assert user_frame(frames + [frame(tf.__file__, 100)]) == (None, None, None)
     assert user_frame([]) == (None, None, None)

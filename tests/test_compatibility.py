@@ -16,7 +16,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 import workbook
-from workbook import compatibility
+from workbook.core import compatibility
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PYPROJECT = (ROOT / "pyproject.toml").read_text()
@@ -81,7 +81,7 @@ def test_installed_versions_are_what_the_packages_themselves_report():
 
 
 def test_this_environment_is_in_the_range_pyproject_declares_and_check_versions_accepts_it():
-    # The range as packaging reads pyproject.toml, not as workbook.compatibility compares versions.
+    # The range as packaging reads pyproject.toml, not as workbook.core.compatibility compares versions.
     import tensorflow as tf
 
     python_range = re.search(r'^requires-python = "([^"]+)"$', PYPROJECT, re.MULTILINE).group(1)

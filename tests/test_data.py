@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import workbook
-from workbook import data
+from workbook.core import data
 
 BUNDLED_SHA256 = "94e2480bb2d38e772966d2564f7818de27e5e7d95984370b0cfb33e5bb4a39df"
 # Published class counts of the 10,000 bundled digits (workbook/bundled/README.md).

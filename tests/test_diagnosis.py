@@ -12,7 +12,7 @@ import tensorflow as tf
 from keras import ops
 
 import workbook
-from workbook.gradients import value_and_gradient
+from workbook.core.gradients import value_and_gradient
 
 EXAMPLE = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
 SOURCE = pathlib.Path(gradient_killers.__file__).resolve()

@@ -10,14 +10,14 @@ import pytest
 import tensorflow as tf
 
 import workbook
-from workbook.bias_variance import (
+from workbook.estimators.bias_variance import (
     make_problem,
     measure_bias_and_variance,
     moving_average_baseline,
     single_sample_gradients,
 )
-from workbook.discrete_layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
-from workbook.estimators import ESTIMATORS, sample_latent
+from workbook.estimators.layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
+from workbook.estimators.sampling import ESTIMATORS, sample_latent
 
 
 def sigmoid(x):
@@ -303,7 +303,7 @@ def test_leave_one_out_estimate_is_the_kool_et_al_formula_on_given_draws():
     with tf.GradientTape() as tape:
         z, log_prob = sample_latent(logit, "bernoulli", "score_function_loo", samples=3, seed=8)
         losses = tf.reshape((z - 0.3) ** 2, (3,))
-        baseline = workbook.estimators.leave_one_out_baseline(losses)
+        baseline = workbook.estimators.sampling.leave_one_out_baseline(losses)
         term = tf.reduce_mean(tf.stop_gradient(losses - baseline) * tf.reshape(log_prob, (3,)))
     bits, p = z.numpy().ravel(), sigmoid(0.4)
     f = (bits - 0.3) ** 2

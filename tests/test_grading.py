@@ -5,7 +5,7 @@ hub would give them (a fresh home per person, no PYTEST_* or TF_* variables; und
 ipykernel hides the kernel's stderr, which nbgrader counts against a cell). The instructor
 releases the (turned-down) assignment into an exchange folder; each student fetches it in
 a home of their own, answers, and submits; the instructor collects, autogrades the class
-two submissions at a time (``python -m workbook.grade_class``), generates feedback and
+two submissions at a time (``python -m workbook.course.grade_class``), generates feedback and
 exports the grades. One class is graded per test run and shared by the tests below.
 
 Expected scores are the points of the honest work in each submission, written out here
@@ -41,7 +41,7 @@ TEST_CELL_SECONDS = 45
 # file outside the box, and rewrite the probe to inputs where the forgery would be right.
 FORGER = """import os
 import numpy as np
-import workbook.assignment_checks as c, workbook.grading as g
+import workbook.lab.assignment_checks as c, workbook.course.grading as g
 
 c.check_quantizer = c.check_gradient_fix = c.check_reconstruction = lambda *a, **k: True
 g.record_function = g.record_answers = g.record_model = g.judge_here = lambda *a, **k: None
@@ -91,7 +91,7 @@ attempt("source", lambda: open({source!r}, "a").write(" "))
 attempt("classmate", lambda: open({classmate!r}, "w").write("{{{{}}}}"))
 attempt("workbook", lambda: open({workbook_file!r}, "a").write("# changed"))
 os.makedirs("workbook", exist_ok=True)
-open("workbook/verdicts.py", "w").write("def judge(*a, **k): return dict.fromkeys({points!r}, (True, ''))")
+open("workbook/course/verdicts.py", "w").write("def judge(*a, **k): return dict.fromkeys({points!r}, (True, ''))")
 open("sitecustomize.py", "w").write("open({marker!r}, 'w')")
 os.environ.update(PYTHONPATH=os.getcwd(), PYTHONSTARTUP="sitecustomize.py")
 subprocess.Popen(["setsid", "sh", "-c", "sleep 30; touch {marker}"])
@@ -115,7 +115,7 @@ model.predict = lambda x, **kwargs: x
 # A workbook/ folder handed in next to the notebook, which would shadow the real one.
 SHADOW_PACKAGE = {
     "workbook/__init__.py": "from .verdicts import judge\n",
-    "workbook/verdicts.py": "def judge(*args, **kwargs):\n    return {}\n",
+    "workbook/course/verdicts.py": "def judge(*args, **kwargs):\n    return {}\n",
 }
 HUGE_OUTPUT = 'print("x" * 50_000_000)  # one 50 MB line\n'
 
@@ -254,8 +254,8 @@ def hub(tmp_path_factory):
     pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
     from nbgrader.api import Gradebook
 
-    from workbook.grade_class import grade_class
-    from workbook.sandbox import sandbox_problem
+    from workbook.course.grade_class import grade_class
+    from workbook.course.sandbox import sandbox_problem
 
     if sandbox_problem():
         pytest.fail(sandbox_problem())
@@ -440,9 +440,9 @@ def test_output_is_capped_in_bytes_and_the_checksum_warnings_name_only_edited_ch
 
 
 def test_cell_limits_budget_and_target_are_the_ones_the_assignment_promises():
-    from workbook.grading import TARGET_MSE, TIME_BUDGET_SECONDS, cell_timeout
-    from workbook.verdicts import TARGET_MSE as JUDGED_MSE
-    from workbook.verdicts import TIME_BUDGET_SECONDS as JUDGED_BUDGET
+    from workbook.course.grading import TARGET_MSE, TIME_BUDGET_SECONDS, cell_timeout
+    from workbook.course.verdicts import TARGET_MSE as JUDGED_MSE
+    from workbook.course.verdicts import TIME_BUDGET_SECONDS as JUDGED_BUDGET
 
     notebook = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
     # What the title cell promises students, in its own words: 300 s for part (c), 2 minutes a cell.
@@ -469,7 +469,7 @@ def test_verdicts_pass_the_reference_and_fail_what_differs(tmp_path, monkeypatch
     import keras
 
     import workbook
-    from workbook import grading
+    from workbook.course import grading
 
     monkeypatch.chdir(tmp_path)
     grading.write_probe(grading.PROBE_FILE)
@@ -498,7 +498,7 @@ def test_verdicts_pass_the_reference_and_fail_what_differs(tmp_path, monkeypatch
 def test_verdicts_read_recordings_as_data_only(tmp_path):
     import numpy as np
 
-    from workbook import grading, verdicts
+    from workbook.course import grading, verdicts
 
     grading.write_probe(tmp_path / grading.PROBE_FILE)
     folder = tmp_path / "records"
@@ -517,7 +517,7 @@ def test_verdicts_read_recordings_as_data_only(tmp_path):
 
 
 def run_sandboxed(tmp_path, script, hidden=()):
-    from workbook.sandbox import Box, sandbox_command, sandbox_problem
+    from workbook.course.sandbox import Box, sandbox_command, sandbox_problem
 
     if sandbox_problem():
         pytest.skip(sandbox_problem())

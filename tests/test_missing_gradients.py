@@ -14,10 +14,10 @@ import notebook_runner
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from workbook import missing_gradients
+from workbook.finder import missing_gradients
 
 SETUP = """\
-%load_ext workbook.missing_gradients
+%load_ext workbook.finder.missing_gradients
 import workbook
 
 workbook.setup(seed=0)
@@ -55,11 +55,11 @@ healthy.train_on_batch(x[:8], y[:8]);
 """
 OTHER_ERROR = 'raise ValueError("a mistake that has nothing to do with gradients")'
 UNLOADED = """\
-%unload_ext workbook.missing_gradients
+%unload_ext workbook.finder.missing_gradients
 cut.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
 """
 TRAIN_ON_BATCH = """\
-%load_ext workbook.missing_gradients
+%load_ext workbook.finder.missing_gradients
 cut.train_on_batch(x[:8], y[:8])
 """
 OWN_LOOP = """\

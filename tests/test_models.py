@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import workbook
-from workbook.compare import comparison_figures
+from workbook.lab.compare import comparison_figures
 
 
 def int_cast(z):
@@ -144,11 +144,11 @@ def test_compare_bottlenecks_trains_each_variant_on_the_same_data_and_seed(image
     ],
 )
 def test_compare_bottlenecks_refuses_bad_arguments_before_loading_or_training(kwargs, match, monkeypatch):
-    import workbook.data
+    import workbook.core.data
 
     def no_loading(**kwargs):
         raise AssertionError("the arguments are checked before any data is loaded")
 
-    monkeypatch.setattr(workbook.data, "load_mnist", no_loading)
+    monkeypatch.setattr(workbook.core.data, "load_mnist", no_loading)
     with pytest.raises(ValueError, match=match):
         workbook.compare_bottlenecks(**{"bottlenecks": {"identity": None}, **kwargs})

@@ -1,203 +1,157 @@
-"""The package's modules depend on each other in one direction only.
+"""The package's rooms depend on each other in one direction only.
 
-From the bottom: foundations (argument checks, the gradient helper, set-up, data),
-then the maths (surrogates, estimators, the finder), then Keras layers, then models and
-the monitor, then figures and widgets, then the checks and grading that notebooks call.
-A module may import from its own layer or below, never above; and nothing below the
-figures imports display code (Matplotlib, ipywidgets, IPython). Every import is read
-from the source, including those inside functions, so a lazy import cannot hide one.
+The rules are import-linter's contracts in pyproject.toml, which `make lint` checks with
+`lint-imports` (every import statement of every module, those inside functions too): the
+foundations (core) at the bottom, then the topics the notebooks teach (surrogates, finder,
+monitor, estimators; none imports another), then the lab and workbook.layers, then the
+instructor's course; and the maths, layers and recording never import display code.
+Here: that the contracts hold through the real command line, that they catch a planted
+import however it is written, what import-linter cannot see (the root's lazy names), the
+same rule observed in a fresh interpreter, and the README's table kept equal to the contract.
 """
 
 import ast
-import functools
+import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
 import pytest
+import tomllib
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "workbook"
-
-# Layer of every module, bottom first. A new module must be placed here (the first test says so).
-LAYERS = {
-    "foundation": {
-        "arguments",
-        "gradients",
-        "tensorflow_start",
-        "environment",
-        "compatibility",
-        "data",
-        "code_origin",
-        "notebook_cells",
-    },
-    "maths": {
-        "surrogates",
-        "surrogate_formulas",
-        "surrogate_operation",
-        "derivatives",
-        "estimators",
-        "bias_variance",
-        "graph_program",
-        "gradient_probe",
-        "graph_walk",
-        "finder_targets",
-        "layer_causes",
-        "finder_advice",
-        "diagnosis_report",
-        "diagnosis",
-    },
-    "layers": {"layers", "discrete_layers"},
-    "models and monitor": {"models", "recording", "bottleneck_runs"},
-    "figures": {"figures", "plots", "explorer", "estimator_plots", "monitoring", "compare", "missing_gradients"},
-    "checks and grading": {
-        "checks",
-        "assignment_checks",
-        "estimator_checks",
-        "grading",
-        "verdicts",
-        "sandbox",
-        "autograde",
-        "grade_class",
-    },
-}
-ORDER = list(LAYERS)
-LAYER_OF = {module: ORDER.index(layer) for layer, modules in LAYERS.items() for module in modules}
-# Drawing, widgets, the notebook frontend, and rendering HTML or images for it.
-DISPLAY_LIBRARIES = {"matplotlib", "ipywidgets", "IPython", "html", "base64"}
-# The few display imports below the figures, each with its reason.
-DISPLAY_ALLOWED = {
-    # setup() imports Matplotlib with its log silenced (the font cache it builds once, a
-    # read-only home folder), so that a notebook's first plot prints nothing on stderr; it draws nothing.
-    ("environment", "matplotlib"),
-    # The finder names the notebook cell a line came from through the running kernel's
-    # compiler (IPython.get_ipython().compile.format_code_name); it draws nothing.
-    ("notebook_cells", "IPython"),
-    # The finder's report escapes its own text for GradientReport._repr_html_ (a table, no drawing).
-    ("diagnosis_report", "html"),
-}
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "workbook"
+CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+CONTRACTS = {contract["type"]: contract for contract in CONFIG["contracts"]}
+LAYERS = [[name.strip() for name in layer.split("|")] for layer in CONTRACTS["layers"]["layers"]]
+NO_DISPLAY = CONTRACTS["forbidden"]["source_modules"]
+DISPLAY = [name for name in CONTRACTS["forbidden"]["forbidden_modules"] if name.startswith("workbook.")]
+LINT_IMPORTS = shutil.which("lint-imports", path=os.path.dirname(sys.executable))
 
 
-def module_names():
-    return sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__")
-
-
-@functools.cache
-def public_name_modules():
-    """``workbook.NAME`` -> the module that defines it, read from ``workbook/__init__.py``."""
-    tree = ast.parse((PACKAGE / "__init__.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_EXPORTS" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise AssertionError("workbook/__init__.py has no _EXPORTS table")
-
-
-def imports(source, exports):
-    """(workbook modules, top-level outside packages) that ``source`` imports anywhere in it."""
-    own, outside = set(), set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "workbook":
-                    own.update(parts[1:2])
-                else:
-                    outside.add(parts[0])
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level == 0 and not module.startswith("workbook"):
-                outside.add(module.split(".")[0])
-                continue
-            path = module.split(".")[1:] if node.level == 0 else module.split(".") if module else []
-            if path:
-                own.add(path[0])
-            else:  # `from . import x` or `from workbook import NAME`
-                for alias in node.names:
-                    own.add(exports.get(alias.name, alias.name))
-    return own, outside
-
-
-def problems(name, source, exports):
-    own, outside = imports(source, exports)
-    found = [
-        f"{name} ({ORDER[LAYER_OF[name]]}) imports {other} ({ORDER[LAYER_OF[other]]}), a layer above it"
-        for other in sorted(own)
-        if other in LAYER_OF and LAYER_OF[other] > LAYER_OF[name]
-    ]
-    if LAYER_OF[name] < ORDER.index("figures"):
-        found += [
-            f"{name} ({ORDER[LAYER_OF[name]]}) imports the display library {library}"
-            for library in sorted(outside & DISPLAY_LIBRARIES)
-            if (name, library) not in DISPLAY_ALLOWED
-        ]
+def modules():
+    """Every module of the package, dotted, from the files on disk."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return found
 
 
-def test_every_module_has_a_layer_and_every_layer_entry_is_a_module():
-    assert set(module_names()) == set(LAYER_OF), (
-        f"not placed in a layer: {sorted(set(module_names()) - set(LAYER_OF))}; "
-        f"placed but missing: {sorted(set(LAYER_OF) - set(module_names()))}"
+def lint_imports(root):
+    """`lint-imports` run as `make lint` runs it, on the package under ``root``."""
+    assert LINT_IMPORTS, "lint-imports is not installed next to this Python (requirements-dev.txt)"
+    return subprocess.run(
+        [LINT_IMPORTS, "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(root), "HOME": str(root)},
+        timeout=300,
     )
 
 
-@pytest.mark.parametrize("name", module_names())
-def test_module_imports_only_its_own_layer_or_below_and_no_display_below_the_figures(name):
-    source = (PACKAGE / f"{name}.py").read_text()
-    assert problems(name, source, public_name_modules()) == []
+def test_every_module_is_in_a_layer_and_every_module_below_the_display_is_named():
+    in_layers = [name for layer in LAYERS for name in layer]
+    for name in modules():
+        if name != "workbook":
+            assert any(name == room or name.startswith(room + ".") for room in in_layers), f"{name}: in no layer"
+    display_free = set(NO_DISPLAY) | set(DISPLAY)
+    below_course = [name for name in modules() if name.count(".") == 2 and not name.startswith("workbook.course.")]
+    unnamed = sorted(set(below_course) - display_free)
+    assert not unnamed, f"pyproject.toml: do these draw (forbidden_modules) or not (source_modules)? {unnamed}"
+    missing = sorted(display_free - set(modules()))
+    assert not missing, f"pyproject.toml's contracts name modules that do not exist: {missing}"
+
+
+def test_the_contracts_hold():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert f"Contracts: {len(CONFIG['contracts'])} kept, 0 broken." in result.stdout
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """Plant one import in a copy of the package and say whether lint-imports breaks a contract."""
+
+    def plant(module, source):
+        root = tmp_path_factory.mktemp("planted")
+        shutil.copytree(PACKAGE, root / "workbook", ignore=shutil.ignore_patterns("*.npz", "__pycache__"))
+        shutil.copy(ROOT / "pyproject.toml", root)
+        path = root / (module.replace(".", "/") + ".py")
+        path.write_text(path.read_text() + "\n\n" + source)
+        return lint_imports(root)
+
+    return plant
 
 
 @pytest.mark.parametrize(
-    "name, source, expected",
+    "module, source, contract",
     [
-        ("surrogates", "def f():\n    from .plots import plot_derivatives\n", "a layer above it"),
-        ("surrogates", "from workbook import plot_derivatives\n", "a layer above it"),
-        ("models", "import workbook.figures\n", "a layer above it"),
-        ("recording", "from . import monitoring\n", "a layer above it"),
-        ("graph_walk", "def f():\n    import matplotlib.pyplot as plt\n", "display library matplotlib"),
-        ("bottleneck_runs", "from IPython.display import display\n", "display library IPython"),
-        ("recording", "def f():\n    import base64\n", "display library base64"),
-        ("surrogate_formulas", "import html\n", "display library html"),
+        (
+            "workbook.surrogates.catalogue",
+            "def f():\n    from workbook.surrogates.plots import plot_derivatives\n",
+            "display",
+        ),
+        ("workbook.surrogates.catalogue", "from workbook.finder import diagnosis\n", "Topics"),
+        ("workbook.lab.models", "import workbook.core.figures\n", "display"),
+        ("workbook.monitor.recording", "from workbook.monitor import monitoring\n", "display"),
+        ("workbook.finder.graph_walk", "def f():\n    import matplotlib.pyplot as plt\n", "display"),
+        ("workbook.lab.bottleneck_runs", "from IPython.display import display\n", "display"),
+        ("workbook.core.data", "def f():\n    from workbook.lab.models import autoencoder\n", "Topics"),
+        ("workbook.estimators.sampling", "import workbook.course.grading\n", "Topics"),
     ],
 )
-def test_the_check_finds_an_upward_or_display_import_however_it_is_written(name, source, expected):
-    found = problems(name, source, public_name_modules())
-    assert len(found) == 1 and expected in found[0], found
+def test_a_planted_import_breaks_its_contract_however_it_is_written(planted, module, source, contract):
+    result = planted(module, source)
+    assert result.returncode != 0, result.stdout[-2000:]
+    broken = [line for line in result.stdout.splitlines() if re.search(r" BROKEN( \(\d+ ignored imports?\))?$", line)]
+    assert len(broken) == 1 and contract in broken[0], result.stdout[-2000:]
 
 
-def test_the_check_allows_imports_from_the_same_layer_or_below():
-    source = "from .arguments import check_range\nfrom workbook import SURROGATES\nimport numpy\n"
-    assert problems("layers", source, public_name_modules()) == []
+def test_no_module_of_the_package_reaches_a_name_through_the_root():
+    """``from workbook import NAME`` loads NAME's module lazily, where import-linter cannot see it."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "workbook":
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} (relative)")
+    assert not found, f"import the defining module by its full name instead: {found}"
 
 
-def test_importing_every_module_below_the_figures_loads_nothing_above_them(tmp_path):
+def test_importing_every_module_below_the_display_loads_none_of_the_display(tmp_path):
     """The same rule, observed: a fresh interpreter imports them all and lists the workbook modules loaded.
 
     (TensorFlow itself loads Matplotlib and IPython, so only the workbook's own modules tell.)
     """
-    below = sorted(LAYERS["foundation"] | LAYERS["maths"] | LAYERS["layers"] | LAYERS["models and monitor"])
     code = (
         "import importlib, sys\n"
-        f"for name in {below!r}:\n"
-        "    importlib.import_module('workbook.' + name)\n"
-        "print(sorted(name[9:] for name in sys.modules if name.startswith('workbook.')))"
+        f"for name in {NO_DISPLAY!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(sorted(name for name in sys.modules if name.startswith('workbook')))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={"PYTHONPATH": str(PACKAGE.parent), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = set(ast.literal_eval(result.stdout.strip().splitlines()[-1]))
-    assert loaded >= set(below)
-    assert loaded - set(below) == set()
+    assert loaded >= set(NO_DISPLAY)
+    assert loaded & set(DISPLAY) == set()
+    assert not any(name.startswith("workbook.course") for name in loaded)
 
 
-def test_the_readme_table_of_layers_lists_the_same_modules_in_the_same_order():
-    readme = (PACKAGE.parent / "README.md").read_text()
+def test_the_readme_table_of_rooms_lists_the_layers_in_order():
+    readme = (ROOT / "README.md").read_text()
     section = readme.split("## Working on the workbook", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and ".py`" in line]
-    in_readme = [set(re.findall(r"`(\w+)\.py`", row)) for row in rows]
-    assert in_readme == [LAYERS[layer] for layer in ORDER]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`workbook" in line]
+    in_readme = [re.findall(r"`(workbook[\w.]*)`", row.split("|")[1]) for row in rows]
+    assert in_readme == LAYERS

@@ -13,8 +13,8 @@ import tensorflow as tf
 from notebook_runner import clean_environment
 
 import workbook
-from workbook.figures import in_notebook
-from workbook.recording import GradientNormRecorder
+from workbook.core.figures import in_notebook
+from workbook.monitor.recording import GradientNormRecorder
 
 
 def int_cast(z):
@@ -665,15 +665,21 @@ def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_record
 # --- The recording half draws nothing ------------------------------------------------------
 
 DISPLAY_PACKAGES = ("matplotlib", "ipywidgets", "IPython")
-DISPLAY_MODULES = ("workbook.figures", "workbook.plots", "workbook.monitoring", "workbook.compare", "workbook.explorer")
+DISPLAY_MODULES = (
+    "workbook.core.figures",
+    "workbook.surrogates.plots",
+    "workbook.monitor.monitoring",
+    "workbook.lab.compare",
+    "workbook.surrogates.explorer",
+)
 
 RECORD_IN_A_FRESH_PROCESS = f"""
 import sys
 import numpy as np
 import keras  # Keras itself loads matplotlib.pyplot and IPython; what counts is what the workbook adds
 loaded_by_keras = set(sys.modules)
-import workbook.recording
-from workbook.bottleneck_runs import train_bottlenecks
+import workbook.monitor.recording
+from workbook.lab.bottleneck_runs import train_bottlenecks
 x = np.random.default_rng(0).random((48, 28, 28, 1)).astype("float32")
 runs = train_bottlenecks({{"identity": None}}, x[:32], x[32:], epochs=1, batch_size=16, seed=0, every=1)
 assert len(runs["identity"].gradients) == 2, runs["identity"].gradients

@@ -12,7 +12,7 @@ import numpy as np
 from ipykernel.compiler import XCachingCompiler
 
 import workbook
-from workbook.notebook_cells import cell_label
+from workbook.core.notebook_cells import cell_label
 
 CELL = """import tensorflow as tf
 

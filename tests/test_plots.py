@@ -275,7 +275,7 @@ def lab_history():
 
 
 def test_gradient_norms_never_draw_zero_or_none_at_a_number():
-    from workbook.figures import draw_gradient_norms
+    from workbook.core.figures import draw_gradient_norms
 
     figure = Figure(figsize=(7, 3.6))
     ax = figure.subplots()
@@ -303,7 +303,7 @@ def test_gradient_norms_never_draw_zero_or_none_at_a_number():
 
 
 def test_comparison_panels_share_their_y_axis_and_epochs_are_whole():
-    from workbook.compare import BottleneckRun, comparison_figures
+    from workbook.lab.compare import BottleneckRun, comparison_figures
 
     class Model:
         def predict(self, x, verbose=0):
@@ -328,7 +328,7 @@ def test_comparison_panels_share_their_y_axis_and_epochs_are_whole():
 
 def test_gradient_norms_of_one_batch_match_the_formula_and_say_none():
     """A Dense layer with zero weights predicts 0, so the MSE's gradient has a closed form."""
-    from workbook.compare import gradient_norms
+    from workbook.lab.compare import gradient_norms
 
     x = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 0.0]], dtype="float32")
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, kernel_initializer="zeros", name="dense")])

@@ -9,7 +9,12 @@ import subprocess
 import sys
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "workbook"
-DISPLAY_MODULES = {"workbook.plots", "workbook.explorer", "workbook.figures", "workbook.estimator_plots"}
+DISPLAY_MODULES = {
+    "workbook.surrogates.plots",
+    "workbook.surrogates.explorer",
+    "workbook.core.figures",
+    "workbook.estimators.plots",
+}
 
 
 # Keras imports matplotlib and IPython by itself when they are installed, so the probe makes them
@@ -25,7 +30,7 @@ class Refuse(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Refuse())
 import keras, numpy as np, tensorflow as tf
 from workbook.layers import Surrogate
-from workbook.surrogates import SURROGATES, smooth_floor
+from workbook.surrogates.catalogue import SURROGATES, smooth_floor
 
 inputs = keras.Input((3,))
 model = keras.Model(inputs, Surrogate("step_atan", alpha=4)(SURROGATES["round_ste"](inputs)))

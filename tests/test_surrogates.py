@@ -378,7 +378,7 @@ def test_integer_input_and_bad_forward_are_value_errors():
 
 def test_smooth_floor_is_the_nest_and_floor_smooth_backpropagates_its_derivative():
     """Notebooks 01 and 02: the smooth floor as a forward, against the formula and floor."""
-    from workbook.surrogates import smooth_floor
+    from workbook.surrogates.catalogue import smooth_floor
 
     x = np.linspace(-2.0, 2.0, 801)
     nest = x.copy()

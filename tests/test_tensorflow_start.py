@@ -1,6 +1,6 @@
 """The one place the workbook touches a file descriptor: TensorFlow's first lines held back while it loads.
 
-workbook/tensorflow_start.py points file descriptor 2 at a temporary file for the length of
+workbook/core/tensorflow_start.py points file descriptor 2 at a temporary file for the length of
 ``import tensorflow`` (and one tiny graph session) inside ``setup()``, puts it back, and passes
 on everything written meanwhile but TensorFlow's log lines. These tests pin, at each end of the
 supported range, that TensorFlow still writes such lines while it loads (else the module can go),
@@ -14,7 +14,7 @@ import sys
 import pytest
 from notebook_runner import clean_environment
 
-from workbook.tensorflow_start import is_tensorflow_log_line
+from workbook.core.tensorflow_start import is_tensorflow_log_line
 
 # Copied from TensorFlow 2.21 and 2.18 writing to a terminal, and from Abseil.
 TENSORFLOW_LINES = [
@@ -57,7 +57,7 @@ def test_this_tensorflow_still_writes_lines_before_it_reads_its_log_level(tmp_pa
     # then tensorflow_start.py can be deleted and setup() can import TensorFlow plainly.
     script = (
         "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
-        "import tensorflow as tf\nfrom workbook.tensorflow_start import _first_graph_session\n"
+        "import tensorflow as tf\nfrom workbook.core.tensorflow_start import _first_graph_session\n"
         "_first_graph_session(tf)\n"
     )
     _, stderr = run(tmp_path, script)
@@ -100,7 +100,7 @@ def test_what_others_write_while_tensorflow_loads_is_passed_on_whole_and_in_orde
 def test_a_tensorflow_imported_before_setup_is_left_alone(tmp_path):
     script = (
         "import os\nimport tensorflow\nbefore = os.fstat(2)\n"
-        "from workbook.tensorflow_start import import_tensorflow_quietly\n"
+        "from workbook.core.tensorflow_start import import_tensorflow_quietly\n"
         "assert import_tensorflow_quietly() is tensorflow\n"
         "os.write(2, b'after\\n')\n"
     )

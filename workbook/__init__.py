@@ -12,49 +12,46 @@ __version__ = "0.1.0"
 
 # public name -> the module (one per topic) that defines it
 _EXPORTS = {
-    # environment.py: seeding, quiet logs, versions (00_start_here)
-    "setup": "environment",
-    "environment_report": "environment",
-    # compatibility.py: the supported versions, checked in every Setup cell; Colab (00_start_here)
-    "check_versions": "compatibility",
-    # data.py: MNIST with or without a network (00_start_here)
-    "load_mnist": "data",
-    # surrogates.py: forward one function, backpropagate another (01, 02); its formulas'
-    # text is in surrogate_formulas.py, its Keras operation in surrogate_operation.py
-    "surrogate": "surrogates",
-    "straight_through": "surrogates",
-    "SURROGATES": "surrogates",
-    # plots.py and explorer.py: forward next to true and surrogate derivatives (01, 02)
-    "plot_derivatives": "plots",
-    "explore_surrogates": "explorer",
-    # checks.py: self-checks students run before submitting (01-05)
-    "check_surrogate": "checks",
-    "check_quantizer": "assignment_checks",
-    "check_gradient_fix": "assignment_checks",
-    "check_reconstruction": "assignment_checks",
-    # diagnosis.py: find the operation that kills the gradient (03)
-    "find_gradient_breaks": "diagnosis",
-    "GradientReport": "diagnosis",
-    "Finding": "diagnosis",
-    # models.py, monitoring.py, compare.py: the MNIST autoencoder lab (04); the recording
-    # behind the monitor is recording.py, the training behind the comparison bottleneck_runs.py
-    "autoencoder": "models",
-    "GradientNormMonitor": "monitoring",
-    "compare_bottlenecks": "compare",
-    # estimators.py, discrete_layers.py, bias_variance.py, estimator_plots.py:
-    # gradients through discrete choices, measured against the exact gradient (06)
-    "sample_latent": "estimators",
-    "DiscreteBottleneck": "discrete_layers",
-    "VectorQuantizer": "discrete_layers",
-    "ScoreFunctionAutoencoder": "discrete_layers",
-    "make_problem": "bias_variance",
-    "measure_bias_and_variance": "bias_variance",
-    "measure_estimators": "bias_variance",
-    "plot_bias_variance": "estimator_plots",
-    "check_gumbel_softmax_st": "estimator_checks",
+    # core/: seeding, quiet logs and versions (00_start_here), MNIST with or without a network
+    "setup": "core.environment",
+    "environment_report": "core.environment",
+    "check_versions": "core.compatibility",
+    "load_mnist": "core.data",
+    # surrogates/: forward one function, backpropagate another, drawn and explored (01, 02),
+    # and the students' self-check of their own (01)
+    "surrogate": "surrogates.catalogue",
+    "straight_through": "surrogates.catalogue",
+    "SURROGATES": "surrogates.catalogue",
+    "plot_derivatives": "surrogates.plots",
+    "explore_surrogates": "surrogates.explorer",
+    "check_surrogate": "surrogates.checks",
+    # finder/: find the operation that kills the gradient (03)
+    "find_gradient_breaks": "finder.diagnosis",
+    "GradientReport": "finder.diagnosis",
+    "Finding": "finder.diagnosis",
+    # lab/: the MNIST autoencoder lab (04) and the assignment's self-checks (05)
+    "check_quantizer": "lab.assignment_checks",
+    "check_gradient_fix": "lab.assignment_checks",
+    "check_reconstruction": "lab.assignment_checks",
+    "autoencoder": "lab.models",
+    "compare_bottlenecks": "lab.compare",
+    # monitor/: per-layer gradient norms, live while a model trains (04)
+    "GradientNormMonitor": "monitor.monitoring",
+    # estimators/: gradients through discrete choices, measured against the exact gradient (06)
+    "sample_latent": "estimators.sampling",
+    "DiscreteBottleneck": "estimators.layers",
+    "VectorQuantizer": "estimators.layers",
+    "ScoreFunctionAutoencoder": "estimators.layers",
+    "make_problem": "estimators.bias_variance",
+    "measure_bias_and_variance": "estimators.bias_variance",
+    "measure_estimators": "estimators.bias_variance",
+    "plot_bias_variance": "estimators.plots",
+    "check_gumbel_softmax_st": "estimators.checks",
 }
 
-# submodules a notebook may reach as workbook.NAME without importing them first
+# submodules a notebook may reach as workbook.NAME without importing them first: workbook.layers
+# holds every Keras layer of the workbook (one import registers them all for loading).
+# The instructor's side, workbook.course (nbgrader), is never imported from here.
 _SUBMODULES = {"layers"}
 
 __all__ = sorted(_EXPORTS)

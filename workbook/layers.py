@@ -1,99 +1,12 @@
-"""A Keras layer that applies a catalog surrogate, and saves and loads safely.
+"""Every Keras layer of the workbook, in one import: ``import workbook.layers`` registers them
+all, so ``keras.saving.load_model(path, safe_mode=True)`` loads any saved model of the workbook.
 
-Introduced in 02_surrogate_zoo.ipynb. Unlike ``keras.layers.Lambda(lambda x: ...)``,
-a model using :class:`Surrogate` loads with ``keras.saving.load_model(path,
-safe_mode=True)`` (after ``import workbook.layers``, which registers it), and the
-loaded model still backpropagates the surrogate derivative. Importing this module also
-registers the layers of 06_beyond_straight_through.ipynb (``DiscreteBottleneck``,
-``VectorQuantizer``, ``ScoreFunctionAutoencoder``), so one import loads any saved model
-of the workbook.
+``Surrogate`` (02_surrogate_zoo.ipynb) is defined in workbook.surrogates.layer;
+``DiscreteBottleneck``, ``VectorQuantizer`` and ``ScoreFunctionAutoencoder``
+(06_beyond_straight_through.ipynb) in workbook.estimators.layers.
 """
 
-import keras
-
-from .discrete_layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
-from .surrogate_operation import unique_name
-from .surrogates import SURROGATES, SurrogateGradient
+from workbook.estimators.layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
+from workbook.surrogates.layer import Surrogate
 
 __all__ = ["DiscreteBottleneck", "ScoreFunctionAutoencoder", "Surrogate", "VectorQuantizer"]
-
-# Keyword arguments that belong to keras.layers.Layer rather than to the surrogate.
-_LAYER_KWARGS = {
-    "trainable",
-    "dtype",
-    "autocast",
-    "activity_regularizer",
-    "input_shape",
-    "input_dim",
-    "batch_size",
-    "batch_input_shape",
-}
-
-
-@keras.saving.register_keras_serializable(package="workbook")
-class Surrogate(keras.layers.Layer):
-    """Forward a catalog operation, backpropagate its surrogate derivative.
-
-    Introduced in 02_surrogate_zoo.ipynb.
-
-    Parameters
-    ----------
-    surrogate : str or SurrogateGradient
-        A key of ``workbook.SURROGATES`` (e.g. ``"cast_int_ste"``) or an object from it,
-        e.g. ``SURROGATES["round_ste"]`` or ``SURROGATES["step_atan"].with_params(alpha=4)``.
-        An object made by ``workbook.surrogate(...)`` also works, but such a model
-        cannot be saved (its functions are not in the catalog).
-    name : str, optional
-        The layer's name (default: the catalog key, made unique: ``round_ste_1``...).
-    **params
-        The surrogate's parameters, e.g. ``Surrogate("cast_int_ste", scale=4)``; plus the
-        usual layer keywords (``dtype``, ``trainable``).
-
-    Examples
-    --------
-    >>> bottleneck = Surrogate("cast_int_ste", scale=4, name="bottleneck")
-    """
-
-    def __init__(self, surrogate, name=None, **params):
-        layer_kwargs = {key: params.pop(key) for key in list(params) if key in _LAYER_KWARGS}
-        self.surrogate = _resolve(surrogate, params)
-        super().__init__(name=name or unique_name(self.surrogate.name), **layer_kwargs)
-        self.supports_masking = True
-
-    @property
-    def params(self):
-        """The surrogate's parameter values (a copy)."""
-        return dict(self.surrogate.params)
-
-    def call(self, inputs):
-        return self.surrogate(inputs)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        key = self.surrogate.name
-        if not self.surrogate.same_definition(SURROGATES.get(key)):
-            raise NotImplementedError(
-                f"The Surrogate layer {self.name!r} holds your own surrogate {key!r}, which is not "
-                f"in workbook.SURROGATES, so it cannot be saved. Add it to the catalog first "
-                f"(workbook.SURROGATES[{key!r}] = your_surrogate), or use a catalog key."
-            )
-        return {**super().get_config(), "surrogate": key, **self.surrogate.params}
-
-    def __repr__(self):
-        args = "".join(f", {key}={value!r}" for key, value in self.surrogate.params.items())
-        return f"<Surrogate({self.surrogate.name!r}{args}) name={self.name!r}>"
-
-
-def _resolve(surrogate, params):
-    """The SurrogateGradient a key or object names, with ``params`` applied (ValueError if unknown)."""
-    if isinstance(surrogate, SurrogateGradient):
-        return surrogate.with_params(**params)
-    if not isinstance(surrogate, str) or surrogate not in SURROGATES:
-        catalog = ", ".join(sorted(SURROGATES))
-        raise ValueError(
-            f"Surrogate(surrogate={surrogate!r}): unknown surrogate. Use one of: {catalog}; "
-            f"or an object from workbook.SURROGATES."
-        )
-    return SURROGATES[surrogate].with_params(**params)

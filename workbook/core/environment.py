@@ -1,0 +1,112 @@
+"""Seeding, a quiet start and a report of the machine the workbook runs on.
+
+Introduced in 00_start_here.ipynb; every notebook's Setup cell calls :func:`setup`.
+"""
+
+import os
+import platform
+import random
+
+import numpy as np
+
+from workbook.core.arguments import check_flag, check_seed
+from workbook.core.tensorflow_start import import_tensorflow_quietly
+
+# What TensorFlow reads when it loads, set by setup() unless already set. Measured in fresh
+# processes at import, first integer op, first fit, a tf.data loop and a failed op, with
+# TensorFlow 2.18 and 2.21 (README, "What reaches stderr").
+# Its C++ runtime's info, warning and error lines: ``cpu_feature_guard`` at import,
+# ``local_rendezvous`` after a tf.data loop or a failed op, 2.18's oneDNN line at import and
+# its "oneDNN supports DT_INT32 only on platforms with AVX-512" error at the first integer
+# cast in a model. Fatal lines, written just before a crash, stay.
+_LOG_LEVEL = ("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def setup(seed=0, quiet=True):
+    """Seed Python, NumPy and TensorFlow and (optionally) keep TensorFlow's log unwritten.
+
+    Introduced in 00_start_here.ipynb. Importing :mod:`workbook` does none of
+    this, and loads no TensorFlow: a notebook asks for it in its Setup cell, before
+    anything imports TensorFlow.
+
+    Parameters
+    ----------
+    seed : int
+        The seed for ``random``, NumPy and TensorFlow (through
+        ``keras.utils.set_random_seed``): a whole number from 0 to 2**32 - 1.
+    quiet : bool
+        Keep TensorFlow's start-up and runtime log lines from being written at all: the
+        environment variable TensorFlow reads when it loads (``TF_CPP_MIN_LOG_LEVEL=3``; a
+        value already set is kept) and the level of its Python loggers; the few lines that
+        TensorFlow writes while it loads, before it reads that level, are held back by
+        :func:`workbook.core.tensorflow_start.import_tensorflow_quietly` (everything else written
+        meanwhile is passed on); and import Matplotlib without its one-time messages
+        (building the font cache, a read-only home folder). Standard error is otherwise
+        untouched. The variable is inherited by subprocesses started afterwards.
+
+        TensorFlow reads them once, when it loads. If it was imported before ``setup``, its
+        start-up lines have already been written and later runtime lines may be too; the
+        Python loggers are still quieted. Restart the kernel and run the Setup cell first.
+
+    Returns
+    -------
+    dict
+        The versions in use, as :func:`environment_report` gives them.
+    """
+    check_seed(seed)
+    check_flag("quiet", quiet)
+    if quiet:
+        _quiet_start()
+    import keras
+
+    random.seed(seed)
+    np.random.seed(seed)
+    keras.utils.set_random_seed(seed)
+    return environment_report()
+
+
+def _quiet_start():
+    """Keep TensorFlow's log unwritten (set before it loads, the rest held back while it loads,
+    its Python loggers at ERROR) and import Matplotlib without its one-time warnings."""
+    import logging
+
+    os.environ.setdefault(*_LOG_LEVEL)
+    # Matplotlib's first import logs warnings that a notebook shows in red: "Matplotlib is
+    # building the font cache" in a new home folder, and, where the home folder is read-only,
+    # "mkdir -p failed" and "created a temporary cache directory" (it then uses that one).
+    matplotlib_logger = logging.getLogger("matplotlib")
+    level = matplotlib_logger.level
+    matplotlib_logger.setLevel(logging.ERROR)
+    try:
+        import matplotlib.font_manager  # noqa: F401 (builds the cache once)
+    finally:
+        matplotlib_logger.setLevel(level)
+    tf = import_tensorflow_quietly()
+    tf.get_logger().setLevel("ERROR")
+    try:
+        import absl.logging
+
+        absl.logging.set_verbosity(absl.logging.ERROR)
+    except ImportError:
+        pass
+
+
+def environment_report():
+    """Versions, processor and accelerators, as a dict for the start notebook's table.
+
+    Introduced in 00_start_here.ipynb.
+    """
+    import keras
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    return {
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "keras backend": keras.backend.backend(),
+        "numpy": np.__version__,
+        "platform": f"{platform.system()} {platform.machine()}",
+        "cpu cores visible": os.cpu_count(),
+        "gpus": ", ".join(gpu.name for gpu in gpus) if gpus else "none (CPU only)",
+    }

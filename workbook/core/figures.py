@@ -1,0 +1,189 @@
+"""Figures that show themselves in a notebook without pyplot's global state.
+
+Used by the plots of 01_forward_and_backward.ipynb onwards, the explorer and the
+autoencoder lab's gradient-norm figures (04_autoencoder_lab.ipynb).
+"""
+
+import io
+
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = ["PngFigure", "new_figure", "figure_png", "in_notebook", "show_figure", "draw_gradient_norms", "decade_range"]
+
+
+class PngFigure(Figure):
+    """A matplotlib Figure that a notebook shows as a PNG when it is a cell's last value."""
+
+    def _repr_png_(self):
+        return figure_png(self)
+
+
+def new_figure(figsize=(7, 3.6), dpi=90):
+    """A :class:`PngFigure` on the Agg canvas: no window, no pyplot, no global settings."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = PngFigure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def figure_png(figure, dpi=None):
+    """PNG bytes of ``figure`` (at its own dpi unless ``dpi`` is given)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi or "figure")
+    return buffer.getvalue()
+
+
+def in_notebook():
+    """True in a Jupyter kernel with a front end that can show images; False in scripts and plain IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def show_figure(figure):
+    """Display ``figure`` in a notebook; do nothing anywhere else."""
+    if in_notebook():
+        from IPython.display import Image, display
+
+        display(Image(figure_png(figure)))
+
+
+# -- Gradient norms on a log axis, with "no gradient" and "exactly 0" shown honestly ------
+
+#: Okabe and Ito's colours, chosen to stay apart for readers with any common colour-vision
+#: deficiency (matplotlib's default red and green merge for deuteranopes); every figure draws with them.
+PALETTE = {
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "bluish green": "#009E73",
+    "orange": "#E69F00",
+    "reddish purple": "#CC79A7",
+    "sky blue": "#56B4E9",
+    "black": "#000000",
+}
+NO_GRADIENT_COLOR = PALETTE["vermillion"]
+ZERO_GRADIENT_COLOR = PALETTE["orange"]
+LAYER_COLORS = tuple(PALETTE[name] for name in ("blue", "bluish green", "reddish purple", "sky blue", "black"))
+
+
+def decade_range(norms):
+    """(lowest, highest) power of ten that spans the positive finite values of `norms`."""
+    norms = np.asarray(norms, dtype=float)
+    positive = norms[np.isfinite(norms) & (norms > 0)]
+    if not positive.size:
+        return 0, 0
+    return int(np.floor(np.log10(positive.min()))), int(np.ceil(np.log10(positive.max())))
+
+
+def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, reserve_rows=0):
+    """Plot a :class:`~workbook.monitor.recording.GradientNormRecords` on `ax`, log scale.
+
+    Introduced in 04_autoencoder_lab.ipynb. A log axis cannot show 0, so nothing that is 0
+    or None is drawn at a number: below the lowest decade, past a dashed break, each layer
+    that ever had no gradient (red x, tick "None") or a gradient of exactly 0 (orange o,
+    tick "0") gets a row of its own, named just above it ("encoder: no gradient"), so no two
+    markers or labels lie on top of each other.
+
+    Parameters
+    ----------
+    decades : (int, int), optional
+        The powers of ten the axis spans (default: those of this history); give panels
+        that are compared the same, see :func:`decade_range`.
+    legend : bool
+        Add a legend of the layers drawn as curves.
+    reserve_rows : int
+        Room for at least this many rows below the break, so that panels with fewer
+        rows keep the same y-axis as the others.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    _remove_what_was_drawn(ax)
+    steps, norms, dead = history.steps, history.norms, history.no_gradient
+    low, high = decades if decades is not None else decade_range(norms)
+    high = max(high, low + 1)
+    ax.set_yscale("log")
+    for j, name in enumerate(history.layers):
+        values = norms[:, j]
+        curve = np.where(np.isfinite(values) & (values > 0) & ~dead[:, j], values, np.nan)
+        if np.isfinite(curve).any():
+            ax.plot(steps, curve, color=LAYER_COLORS[j % len(LAYER_COLORS)], lw=1.8, label=name)
+    rows = rows_below_the_break(history)
+    levels = [10.0 ** (low - 1 - 0.5 * i) for i in range(len(rows))]
+    _draw_rows(ax, steps, rows, levels)
+    decade_ticks = [10.0**k for k in range(low, high + 1)]
+    ax.set_yticks(
+        decade_ticks + levels, [f"$10^{{{k}}}$" for k in range(low, high + 1)] + [tick for _, tick, *_ in rows]
+    )
+    # Not strict: an axes given with its tick labels turned off has none to colour.
+    for tick, (_, _, color, *_) in zip(ax.get_yticklabels()[len(decade_ticks) :], rows, strict=False):
+        tick.set_color(color)
+        tick.set_fontweight("bold")
+    ax.minorticks_off()
+    if rows:
+        ax.axhline(10.0 ** (low - 0.5), color="gray", ls=(0, (6, 3)), lw=1)  # the axis break
+    lowest_row = max(len(rows), reserve_rows) - 1
+    bottom = (10.0 ** (low - 1 - 0.5 * lowest_row) if lowest_row >= 0 else 10.0**low) / 10**0.3
+    ax.set_ylim(bottom, 10.0**high * 1.2)
+    if len(steps):
+        ax.set_xlim(steps.min() - 0.5, steps.max() + 0.5)
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "waiting for the first training step...",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="gray",
+        )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("training step (batch)")
+    ax.set_ylabel("gradient norm (log)")
+    if title:
+        ax.set_title(title)
+    if legend and any(line.get_label() and not line.get_label().startswith("_") for line in ax.lines):
+        ax.legend(loc="upper right", fontsize="small", framealpha=0.8)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _remove_what_was_drawn(ax):
+    """Remove only what was drawn: clearing the axes would rebuild every tick, the slow part."""
+    for artist in [*ax.lines, *ax.texts]:
+        artist.remove()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+
+
+def _draw_rows(ax, steps, rows, levels):
+    """Each row of :func:`rows_below_the_break` at its level, named just above itself."""
+    for level, (label, _, color, marker, mask) in zip(levels, rows, strict=True):
+        ax.plot(steps, np.where(mask, level, np.nan), color=color, ls="--", lw=2, marker=marker, ms=5, label=None)
+        # The layer's name inside the axes, just above its own row: it never meets another row.
+        ax.annotate(
+            label,
+            xy=(0.01, level),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            va="bottom",
+            color=color,
+            fontsize="small",
+            fontweight="bold",
+        )
+
+
+def rows_below_the_break(history):
+    """(label, tick label, colour, marker, mask of records) for each "None" or "0" row of the figure."""
+    rows = []
+    for j, name in enumerate(history.layers):
+        dead, values = history.no_gradient[:, j], history.norms[:, j]
+        if dead.any():
+            rows.append((f"{name}: no gradient", "None", NO_GRADIENT_COLOR, "x", dead))
+        if ((values == 0) & ~dead).any():
+            rows.append((f"{name}: gradient exactly 0", "0", ZERO_GRADIENT_COLOR, "o", (values == 0) & ~dead))
+    return rows

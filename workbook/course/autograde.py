@@ -1,0 +1,296 @@
+"""nbgrader's execute step for the workbook's assignments: a sandboxed kernel, verdicts outside it.
+
+Introduced in course/README.md and used by course/nbgrader_config.py; needs nbgrader
+(``requirements-dev.txt``), which nothing else in the workbook imports. It runs in the
+grader's own process, where no student code runs, and changes nbgrader's ``Execute`` so:
+
+- **the kernel runs in a sandbox** (:mod:`workbook.course.sandbox`): a box of its own holding
+  nothing but the grader's inputs for this submission (``grading_probe.npz``), the rest
+  of the machine read-only, the course, the exchange and every temporary folder hidden,
+  no network, an unprivileged user, and every process it started killed with it;
+- **the verdicts are the grader's**: after the kernel has ended, the graded cells of
+  assignment 05 get their points from :mod:`workbook.course.verdicts`, run by this Python in
+  isolated mode on what the hidden tests recorded; the kernel can only lose its own
+  points (an error in a graded cell still costs them), never earn one;
+- **part (c) is timed here**: from the end of the data cell to the start of part (c)'s
+  check, kernel restarts included, by this process's clock;
+- **a dying kernel costs one cell**: it is marked, a new kernel runs the cells before it
+  again, grading goes on; after ``max_kernel_restarts`` the submission fails as a whole;
+- **the whole submission has ``max_submission_seconds``**, re-runs after restarts
+  included; cells not started by then are marked and not run;
+- **output is capped in bytes** per cell (``max_output_bytes``), as it arrives;
+- **a warning is not a failure**: a graded cell's stderr is kept as ordinary output.
+"""
+
+import copy
+import csv
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat import NotebookNode
+from nbgrader.plugins import CsvExportPlugin
+from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
+from traitlets import Integer, List, Unicode
+
+from workbook.course.grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, write_probe
+from workbook.course.sandbox import Box, sandbox_problem, sandboxed_kernel_manager
+from workbook.course.verdicts import MAX_ARTIFACT_BYTES
+
+__all__ = ["GuardedExecute", "OverwriteReleasedCells", "GradesWithStatus"]
+
+#: The assignment whose graded cells follow the grader's verdicts (workbook.course.verdicts.JUDGED).
+JUDGED_ASSIGNMENT = "05_assignment_quantized_autoencoder"
+JUDGED = ("a_forward", "a_gradient", "b_culprit", "b_fix", "c_reconstruction")
+# Part (c)'s clock: from the end of this cell to the start of that one.
+_TIMED_FROM, _TIMED_TO = "data", "c_reconstruction"
+
+
+def _error(ename, text):
+    return NotebookNode(output_type="error", ename=ename, evalue=text, traceback=[f"{ename}: {text}"])
+
+
+def _grade_id(cell):
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def _is_test_cell(cell):
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution") and cell.cell_type == "code"
+
+
+class GuardedExecute(Execute):
+    """nbgrader's ``Execute`` in a sandbox, with the grader's verdicts and time, output and restart guards."""
+
+    max_kernel_restarts = Integer(
+        2, help="How many times a submission's kernel may be restarted before the submission fails as a whole."
+    ).tag(config=True)
+    max_submission_seconds = Integer(
+        900, help="Seconds a whole submission may run, re-runs after a kernel restart included."
+    ).tag(config=True)
+    max_output_bytes = Integer(100_000, help="Bytes of output kept per cell; the rest is dropped.").tag(config=True)
+    sandbox_user = Unicode("nobody", help="The user a kernel runs as when the grader runs as root.").tag(config=True)
+    hidden_folders = List(
+        Unicode(),
+        help="Folders the kernel must not see, besides the course, the exchange, the grader's home and /tmp.",
+    ).tag(config=True)
+
+    def preprocess(self, nb, resources=None, km=None):
+        problem = sandbox_problem()
+        if problem:
+            raise RuntimeError(problem)
+        self._started = time.monotonic()
+        self._kernel_restarts = 0
+        self._output_bytes = {}
+        self._times = {}
+        self._failed_cells = set()
+        box = Box(self.sandbox_user)
+        # The grader's own folder, which the kernel never sees: its copy of the probe (the
+        # kernel's may be rewritten) and, afterwards, what the kernel recorded.
+        ours = pathlib.Path(tempfile.mkdtemp(prefix="workbook-verdict-"))
+        try:
+            write_probe(ours / PROBE_FILE)
+            shutil.copyfile(ours / PROBE_FILE, box.work / PROBE_FILE)
+            box.give(box.work / PROBE_FILE)
+            resources = dict(resources or {})
+            resources["metadata"] = {**resources.get("metadata", {}), "path": str(box.work)}
+            limit = self.timeout_func or (lambda cell: self.timeout)
+            self.timeout_func = lambda cell: max(1, min(limit(cell) or self.max_submission_seconds, self._left()))
+            manager = sandboxed_kernel_manager(box, self._hidden(), kernel_name=self.kernel_name or "python3")
+            try:
+                nb, resources = super().preprocess(nb, resources=resources, km=manager)
+            finally:
+                self.timeout_func = limit
+            if resources.get("nbgrader", {}).get("assignment") == JUDGED_ASSIGNMENT:
+                self._apply_verdicts(nb, box, ours)
+        finally:
+            box.remove()
+            shutil.rmtree(ours, ignore_errors=True)
+        return nb, resources
+
+    def _hidden(self):
+        folders = [os.getcwd(), os.path.expanduser("~"), *self.hidden_folders]
+        for section, name in (("CourseDirectory", "root"), ("Exchange", "root")):
+            value = self.config.get(section, {}).get(name)
+            if isinstance(value, str):
+                folders.append(value)
+        folders.append("/srv/nbgrader")  # nbgrader's default exchange
+        return folders
+
+    def _left(self):
+        return self.max_submission_seconds - (time.monotonic() - self._started)
+
+    def preprocess_cell(self, cell, resources, index):
+        if self._left() <= 0:
+            cell.outputs = [
+                _error(
+                    "SubmissionTimeLimit",
+                    f"not run: the submission used up its {self.max_submission_seconds} s before this cell",
+                )
+            ]
+            return cell, self.resources
+        started = time.monotonic()
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except (DeadKernelError, CellTimeoutError) as failure:
+            self._failed_cells.add(index)
+            self._recover(cell, index, failure)
+            resources = self.resources
+        if any(output.get("ename") == "CellTimeoutError" for output in cell.get("outputs", [])):
+            self._failed_cells.add(index)  # not run again after a restart: it would only time out again
+        self._times.setdefault(_grade_id(cell), (started, time.monotonic()))
+        if _is_test_cell(cell):
+            for output in cell.outputs:
+                if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                    output["name"] = "stdout"
+        return cell, resources
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep at most ``max_output_bytes`` of a cell's output; say once that the rest was dropped."""
+        size = len(repr(msg.get("content", "")))
+        used = self._output_bytes.get(cell_index, 0)
+        self._output_bytes[cell_index] = used + size
+        if used + size <= self.max_output_bytes:
+            return super().output(outs, msg, display_id, cell_index)
+        if used <= self.max_output_bytes:
+            notice = f"... output dropped: a cell may show at most {self.max_output_bytes:,} bytes ...\n"
+            outs.append(NotebookNode(output_type="stream", name="stdout", text=notice))
+        return None
+
+    def _recover(self, cell, index, failure):
+        """Mark the cell, start a new kernel and run the cells before it again."""
+        if self._kernel_restarts >= self.max_kernel_restarts:
+            raise failure
+        self._kernel_restarts += 1
+        what = "the kernel died" if isinstance(failure, DeadKernelError) else "the kernel could not be interrupted"
+        self.log.warning("In cell %d %s; grading goes on in a new kernel.", index, what)
+        cell.outputs.append(
+            _error(
+                type(failure).__name__,
+                (
+                    f"{what} while running this cell (os._exit, a crash, running out of memory, or an endless "
+                    f"loop that ignores interrupts). The cells before it were run again in a new kernel, and "
+                    f"grading went on with the next cell."
+                ),
+            )
+        )
+        run_sync(self._new_kernel)()
+        for earlier_index, earlier in enumerate(self.nb.cells[:index]):
+            if earlier.cell_type == "code" and earlier_index not in self._failed_cells and self._left() > 0:
+                # again, for the state; the first run's outputs stay
+                try:
+                    self.execute_cell(copy.deepcopy(earlier), earlier_index, store_history=False)
+                except (DeadKernelError, CellTimeoutError) as again:
+                    raise RuntimeError(
+                        f"the kernel died again while cell {earlier_index} was run a second time"
+                    ) from again
+
+    async def _new_kernel(self):
+        await ensure_async(self.km.restart_kernel(now=True))
+        await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
+
+    def _training_seconds(self):
+        if _TIMED_FROM not in self._times or _TIMED_TO not in self._times:
+            return None
+        return self._times[_TIMED_TO][0] - self._times[_TIMED_FROM][1]
+
+    def _apply_verdicts(self, nb, box, ours):
+        """Set each judged cell's outcome from the grader's verdict; the kernel's own can only cost points."""
+        artifacts = ours / ARTIFACTS_FOLDER
+        source = box.work / ARTIFACTS_FOLDER
+        artifacts.mkdir()
+        if source.is_dir() and not source.is_symlink():  # the kernel and all it started have ended
+            for path in source.iterdir():
+                if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_ARTIFACT_BYTES:
+                    shutil.copyfile(path, artifacts / path.name, follow_symlinks=False)
+        try:
+            verdicts = run_verdicts(ours / PROBE_FILE, artifacts, self._training_seconds())
+        except Exception as error:
+            self.log.error("The verdicts could not be taken: %s", error)
+            verdicts = {grade_id: (False, "✗ the grader could not take its verdict") for grade_id in JUDGED}
+        for cell in nb.cells:
+            grade_id = _grade_id(cell)
+            if not _is_test_cell(cell) or grade_id not in verdicts:
+                continue
+            passed, message = verdicts[grade_id]
+            # A number shown as a cell's result would be read as partial credit: only the verdict counts.
+            cell.outputs = [o for o in cell.outputs if o.get("output_type") != "execute_result"]
+            if passed:
+                cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=message + "\n"))
+            else:
+                cell.outputs.insert(0, _error("NotPassed", message))
+
+
+class OverwriteReleasedCells(OverwriteCells):
+    """nbgrader's ``OverwriteCells``, silent about a locked cell that is exactly as it was released.
+
+    Introduced in course/README.md. A check cell with hidden tests is released without them,
+    so its checksum never matches the instructor's; nbgrader puts the hidden tests back
+    (as it should) and warns for every such cell of every honest submission, which buries
+    the warning about a check a student really changed. This warns only about that one.
+    """
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        self._as_released = self._released_source(cell) == cell.source
+        try:
+            return super().preprocess_cell(cell, resources, cell_index)
+        finally:
+            self._as_released = False
+
+    def _released_source(self, cell):
+        grade_id = _grade_id(cell)
+        try:
+            source = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id).source
+        except Exception:
+            return None
+        stripped = NotebookNode(cell_type=cell.cell_type, source=source, metadata=copy.deepcopy(cell.metadata))
+        stripped, _ = ClearHiddenTests(enforce_metadata=False).preprocess_cell(stripped, {}, 0)
+        return stripped.source
+
+    def report_change(self, name, attr, old, new):
+        if attr == "checksum" and getattr(self, "_as_released", False):
+            return
+        super().report_change(name, attr, old, new)
+
+
+class GradesWithStatus(CsvExportPlugin):
+    """nbgrader's grades.csv with a ``status`` column: ``graded``, or why a submission has no grade.
+
+    Introduced in course/README.md (``c.ExportApp.plugin_class``). A submission whose
+    autograding failed (not a notebook, a kernel that kept dying) keeps nbgrader's score
+    of 0 but reads ``not graded: ...``, so that nobody takes it for a zero.
+    """
+
+    def export(self, gradebook):
+        super().export(gradebook)
+        path = self.to or "grades.csv"
+        with open(path, newline="") as file:
+            rows = list(csv.DictReader(file))
+        if not rows:
+            return
+        for row in rows:
+            row["status"] = _status(gradebook, row["assignment"], row["student_id"])
+        with open(path, "w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def _status(gradebook, assignment, student):
+    from nbgrader.api import MissingEntry
+
+    try:
+        submission = gradebook.find_submission(assignment, student)
+    except MissingEntry:
+        return "not submitted"
+    grades = [grade for notebook in submission.notebooks for grade in notebook.grades]
+    ungraded = [grade for grade in grades if grade.auto_score is None and grade.manual_score is None]
+    if grades and len(ungraded) == len(grades):
+        return "not graded: autograding failed (see the autograde log)"
+    if ungraded:
+        return "needs manual grading"
+    return "graded"

@@ -1,0 +1,237 @@
+"""What the assignment's hidden tests record, for a verdict taken outside the student's kernel.
+
+Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests) and
+course/README.md. A graded notebook runs the student's answer cells and the check cells
+in one kernel, so nothing that kernel concludes can be trusted. The hidden tests only
+**record**: the student's functions evaluated (values and gradients) on inputs the
+grader chose at grading time and wrote into the kernel's folder (``grading_probe.npz``),
+the answers as plain strings, the trained model's weights. The verdict is taken by
+:mod:`workbook.course.verdicts`, run by the grader's own Python in isolated mode, from those
+files alone (course/README.md says how).
+
+Outside grading (the instructor's version run as a notebook), there is no probe: the
+first recording makes one in a temporary folder, and :func:`judge_here` takes the same
+verdicts in the kernel.
+"""
+
+import atexit
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+__all__ = [
+    "record_function",
+    "record_answers",
+    "record_model",
+    "judge_here",
+    "write_probe",
+    "cell_timeout",
+    "PROBE_FILE",
+    "ARTIFACTS_FOLDER",
+    "TIME_BUDGET_SECONDS",
+    "TARGET_MSE",
+]
+
+#: Part (c)'s budget for building and training the model, and its target; the check
+#: cell repeats both as literals, and the verdict uses these.
+TIME_BUDGET_SECONDS = 300
+TARGET_MSE = 0.006
+
+#: What the grader writes into the kernel's working folder before the notebook runs,
+#: and where the hidden tests leave what they record (both relative to that folder).
+PROBE_FILE = "grading_probe.npz"
+ARTIFACTS_FOLDER = "grading_artifacts"
+
+# The shapes the grader's inputs take: points on the line, and codes shaped like the
+# autoencoder's bottleneck; and images for the gradient inside the autoencoder.
+N_POINTS = 1200
+CODE_SHAPE = (2, 14, 14, 10)
+N_IMAGES = 4
+# Inputs this close to a jump of the quantizer, or to the ends of the clip, are not drawn:
+# there the forward or the derivative legitimately depends on the tie rule.
+TIE_MARGIN = 1e-3
+TIES = (0.5 / 3, 1.5 / 3, 2.5 / 3, 0.0, 1.0)
+
+
+def write_probe(path, seed=None):
+    """Write the grader's inputs for one submission to ``path`` (a seed of its own if None).
+
+    Introduced in course/README.md; :class:`workbook.course.autograde.GuardedExecute` writes one
+    into each submission's folder, from a fresh random seed, before the notebook runs.
+    """
+    rng = np.random.default_rng(secrets.randbits(64) if seed is None else seed)
+
+    def away_from_ties(low, high, n):
+        values = np.empty(0)
+        while len(values) < n:
+            drawn = rng.uniform(low, high, 2 * n)
+            keep = np.all(np.abs(drawn[:, None] - np.array(TIES)[None, :]) > TIE_MARGIN, axis=1)
+            values = np.concatenate([values, drawn[keep]])
+        return values[:n].astype("float32")
+
+    np.savez(
+        path,
+        x=away_from_ties(-1.0, 2.0, N_POINTS),
+        code=away_from_ties(-0.5, 1.5, int(np.prod(CODE_SHAPE))).reshape(CODE_SHAPE),
+        images=rng.uniform(0.0, 1.0, (N_IMAGES, 28, 28, 1)).astype("float32"),
+        model_seed=np.array(int(rng.integers(0, 2**31 - 1))),
+    )
+
+
+_here = {}
+
+
+def _folder():
+    """Where the probe is and the recordings go: the kernel's folder while grading, else a temporary one."""
+    if os.path.exists(PROBE_FILE):
+        return "."
+    if "folder" not in _here:  # outside grading: a probe of this kernel's own, beside no notebook
+        _here["folder"] = tempfile.mkdtemp(prefix="workbook-grading-")
+        atexit.register(shutil.rmtree, _here["folder"], True)
+        write_probe(os.path.join(_here["folder"], PROBE_FILE))
+    return _here["folder"]
+
+
+def _probe():
+    """The grader's inputs (made once per kernel when the notebook runs outside grading)."""
+    with np.load(os.path.join(_folder(), PROBE_FILE), allow_pickle=False) as stored:
+        return {name: stored[name] for name in stored.files}
+
+
+def _save(grade_id, arrays=None, answers=None):
+    folder = os.path.join(_folder(), ARTIFACTS_FOLDER)
+    os.makedirs(folder, exist_ok=True)
+    if arrays is not None:
+        np.savez(os.path.join(folder, f"{grade_id}.npz"), **arrays)
+    if answers is not None:
+        with open(os.path.join(folder, f"{grade_id}.json"), "w") as file:
+            json.dump(answers, file)
+
+
+def _value_and_gradient(fn, x):
+    from workbook.core.gradients import value_and_gradient
+
+    value, gradient = value_and_gradient(fn, x)
+    gradient = np.full(np.shape(x), np.nan, "float32") if gradient is None else np.asarray(gradient, "float32")
+    return np.asarray(value, "float32"), gradient
+
+
+def record_function(grade_id, fn):
+    """Record ``fn``'s values and gradients on the grader's inputs, alone and inside the autoencoder.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests): parts (a)
+    and (b). What ``fn`` raises is recorded as its answer; a missing gradient as NaN.
+    """
+    import keras
+    import tensorflow as tf
+
+    from workbook.lab.models import autoencoder
+
+    probe = _probe()
+    try:
+        arrays = {}
+        for name in ("x", "code"):
+            arrays[f"{name}_value"], arrays[f"{name}_gradient"] = _value_and_gradient(fn, tf.constant(probe[name]))
+        model = autoencoder(bottleneck=fn, seed=int(probe["model_seed"]))
+        images = tf.constant(probe["images"])
+        with tf.GradientTape() as tape:
+            loss = keras.ops.mean((model(images, training=True) - images) ** 2)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        for index, (variable, gradient) in enumerate(zip(model.trainable_variables, gradients, strict=True)):
+            value = np.full(variable.shape, np.nan, "float32") if gradient is None else np.asarray(gradient)
+            arrays[f"model_gradient_{index}"] = value.astype("float32")
+    except Exception as error:  # the student's function: its failure is what is recorded
+        _save(grade_id, answers={"error": f"{type(error).__name__}: {error}"[:500]})
+        return
+    _save(grade_id, arrays=arrays)
+
+
+def record_answers(grade_id, **answers):
+    """Record written answers (strings) for the verdict.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests): part (b).
+    """
+    _save(grade_id, answers={name: value if isinstance(value, str) else repr(value) for name, value in answers.items()})
+
+
+def record_model(grade_id, model):
+    """Record a trained model's weights, in order, for the verdict.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests): part (c).
+    """
+    try:
+        weights = {f"weight_{i}": np.asarray(weight, "float32") for i, weight in enumerate(model.get_weights())}
+    except Exception as error:
+        _save(grade_id, answers={"error": f"could not read the model's weights: {type(error).__name__}: {error}"})
+        return
+    _save(grade_id, arrays=weights)
+
+
+def judge_here(grade_id, training_seconds=None):
+    """Outside grading: take the verdict on what was recorded, here, and assert it passed.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests), so that the
+    instructor's version checks itself when it runs as a notebook. While nbgrader grades,
+    this does nothing: the grader takes the verdict itself, outside this kernel.
+    """
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+        return
+    from workbook.course.verdicts import judge
+
+    folder = _folder()
+    verdicts = judge(
+        os.path.join(folder, PROBE_FILE), os.path.join(folder, ARTIFACTS_FOLDER), training_seconds, [grade_id]
+    )
+    passed, message = verdicts[grade_id]
+    print(message)
+    assert passed, message
+
+
+def run_verdicts(probe, artifacts, training_seconds=None, grade_ids=None, timeout=600):
+    """{grade_id: (passed, message)} from ``python -I -m workbook.course.verdicts``, in a clean environment.
+
+    Introduced in course/README.md. The process is this Python in isolated mode (no
+    import path from the environment or the working folder, no user site-packages),
+    started in an empty folder with an environment of its own.
+    """
+    command = [sys.executable, "-I", "-m", "workbook.course.verdicts", str(probe), str(artifacts)]
+    if training_seconds is not None:
+        command += ["--training-seconds", repr(float(training_seconds))]
+    for grade_id in grade_ids or ():
+        command += ["--grade-id", grade_id]
+    with tempfile.TemporaryDirectory(prefix="workbook-verdicts-") as empty:
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": empty,
+            "KERAS_HOME": os.path.join(empty, "keras"),
+            "MPLCONFIGDIR": os.path.join(empty, "matplotlib"),
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+            "TF_ENABLE_ONEDNN_OPTS": "0",
+            "CUDA_VISIBLE_DEVICES": "",
+            "LANG": "C.UTF-8",
+        }
+        result = subprocess.run(command, cwd=empty, env=env, capture_output=True, text=True, timeout=timeout)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"the verdict process failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return {grade_id: tuple(verdict) for grade_id, verdict in json.loads(lines[-1]).items()}
+
+
+def cell_timeout(cell):
+    """Seconds nbgrader may spend on one cell of a submission (``Execute.timeout_func``).
+
+    Introduced in course/README.md. Part (c)'s training cell may take the assignment's
+    budget plus a minute for building the model; every other cell takes seconds in the
+    reference solution and gets two minutes, so an endless loop costs at most that and
+    the rest of the notebook is still graded.
+    """
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") if cell is not None else ""
+    if grade_id in ("c_train_answer", "c_reconstruction"):
+        return TIME_BUDGET_SECONDS + 60
+    return 120

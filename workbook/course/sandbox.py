@@ -1,0 +1,170 @@
+"""The sandbox a submission's kernel runs in while it is graded.
+
+Introduced in course/README.md and used by :class:`workbook.course.autograde.GuardedExecute`;
+needs jupyter_client (nbgrader's), which nothing a notebook imports needs. Each kernel
+runs under bubblewrap (``bwrap``, Debian's ``bubblewrap``) in namespaces of its own:
+
+- **files**: the whole machine read-only, with the course folder, the exchange, the
+  grader's home and every temporary folder hidden behind empty ones; the only folder it
+  can write is its own box (a working folder, a home, the kernel's sockets), which
+  holds nothing but what the grader put there for this submission;
+- **processes**: a PID namespace of its own, so that every process it starts (``setsid``
+  or not) is killed with it, when the grader stops its kernel or the grader itself dies;
+- **network**: none (the kernel talks to the grader through Unix sockets in its box);
+- **user**: run by root, the kernel runs as an unprivileged user (``nobody`` unless
+  configured), so it cannot write what that user cannot, even outside the sandbox's view.
+"""
+
+import functools
+import os
+import pathlib
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from jupyter_client.manager import AsyncKernelManager
+
+__all__ = ["Box", "SandboxedKernelManager", "sandboxed_kernel_manager", "sandbox_command", "sandbox_problem"]
+
+SANDBOX_HELP = (
+    "Grading runs every submission's kernel in a bubblewrap sandbox. Install it (Debian and Ubuntu: "
+    "`apt-get install bubblewrap`), or see course/README.md for a hub."
+)
+
+# Folders a kernel never needs and must not read: other users' and the grader's scratch space.
+_ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+
+
+def sandbox_problem():
+    """Why this machine cannot sandbox a kernel (None if it can)."""
+    if shutil.which("bwrap") is None:
+        return "bwrap is not installed. " + SANDBOX_HELP
+    return None
+
+
+class Box:
+    """One submission's folders: ``work`` (the kernel's working folder), ``home``, ``kernel`` (sockets).
+
+    Owned by the sandbox's user, inside a fresh temporary folder of the grader's; removed by
+    :meth:`remove`.
+    """
+
+    def __init__(self, user="nobody"):
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="workbook-box-"))
+        self.work, self.home, self.kernel = self.root / "work", self.root / "home", self.root / "kernel"
+        for folder in (self.work, self.home, self.kernel):
+            folder.mkdir()
+        self.uid = self.gid = None
+        if os.geteuid() == 0 and _can_run_python_as(user):
+            entry = pwd.getpwnam(user)
+            self.uid, self.gid = entry.pw_uid, entry.pw_gid
+            for folder in (self.root, self.work, self.home, self.kernel):
+                os.chown(folder, self.uid, self.gid)
+        self.root.chmod(0o700)
+
+    def give(self, path):
+        """Hand a file the grader wrote in the box to the sandbox's user (read-only for it)."""
+        if self.uid is not None:
+            os.chown(path, self.uid, self.gid)
+        os.chmod(path, 0o400)
+
+    def remove(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@functools.cache
+def _can_run_python_as(user):
+    """True if ``user`` can start this Python (not so when it lives in a folder only root reads).
+
+    Otherwise the grader, as root, keeps its own user outside the sandbox and gives the kernel
+    an unprivileged one inside (a user namespace): it has no capabilities, and the machine
+    is read-only to it all the same.
+    """
+    entry = pwd.getpwnam(user)
+    # Tried inside bwrap, as the kernel will run: setpriv alone keeps root's capabilities, which
+    # would let the user through a folder that only root may enter.
+    command = [
+        *("setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups", "--"),
+        *("bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-user", "--"),
+        sys.executable,
+    ]
+    result = subprocess.run([*command, "-c", "import ipykernel"], capture_output=True, cwd="/", timeout=120)
+    return result.returncode == 0
+
+
+def sandbox_command(box, command, hidden=(), user_env=None):
+    """``command`` wrapped in bwrap: read-only machine, ``hidden`` folders emptied, ``box`` writable."""
+    prefix = []
+    if box.uid is not None:
+        prefix = ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups", "--"]
+    arguments = [*prefix, "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for folder in sorted({*_ALWAYS_HIDDEN, *map(str, hidden)}):
+        if os.path.isdir(folder) and not _holds_the_python(folder):
+            arguments += ["--tmpfs", folder]
+            if folder not in _ALWAYS_HIDDEN:  # empty and read-only; the temporary folders stay writable
+                arguments += ["--remount-ro", folder]
+    arguments += ["--bind", str(box.root), str(box.root)]
+    arguments += [
+        "--unshare-all",
+        "--unshare-user",
+        "--die-with-parent",
+        "--disable-userns",
+        "--clearenv",
+        "--chdir",
+        str(box.work),
+    ]
+    if box.uid is None and os.geteuid() == 0:
+        arguments += ["--uid", "65534", "--gid", "65534"]
+    env = {
+        "HOME": str(box.home),
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
+        "LANG": "C.UTF-8",
+        "MPLBACKEND": "agg",
+        # nbgrader's own sign that a notebook is being graded (or validated)
+        **({"NBGRADER_EXECUTION": os.environ["NBGRADER_EXECUTION"]} if "NBGRADER_EXECUTION" in os.environ else {}),
+        **(user_env or {}),
+    }
+    for name, value in sorted(env.items()):
+        arguments += ["--setenv", name, value]
+    # The kernel's own start-up lines (the grader's log is not the place for them); what its
+    # cells print reaches the notebook through the kernel's messages, not these streams.
+    return [*arguments, "--", "sh", "-c", 'exec "$@" >/dev/null 2>&1', "sh", *command]
+
+
+def _holds_the_python(folder):
+    """True if hiding ``folder`` would hide this Python or the workbook from the kernel."""
+    folder = os.path.realpath(folder)
+    workbook_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    needed = (sys.prefix, sys.base_prefix, workbook_parent)
+    return any(os.path.realpath(path).startswith(folder + os.sep) for path in needed)
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel runs in :func:`sandbox_command`'s sandbox, over Unix sockets.
+
+    Made by :func:`sandboxed_kernel_manager`. An interrupt is a message the kernel acts on:
+    a signal would reach the sandbox itself and end it.
+    """
+
+    box = None
+    hidden = ()
+
+    def write_connection_file(self, **kwargs):
+        super().write_connection_file(**kwargs)
+        if self.box.uid is not None and os.path.exists(self.connection_file):
+            os.chown(self.connection_file, self.box.uid, self.box.gid)
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        return sandbox_command(self.box, super().format_kernel_cmd(extra_arguments), self.hidden)
+
+
+def sandboxed_kernel_manager(box, hidden=(), **options):
+    """A :class:`SandboxedKernelManager` for ``box``; ``options`` go to the kernel manager."""
+    manager = SandboxedKernelManager(
+        transport="ipc", ip=str(box.kernel / "ipc"), connection_file=str(box.kernel / "connection.json"), **options
+    )
+    manager.box, manager.hidden = box, tuple(hidden)
+    manager.kernel_spec.interrupt_mode = "message"
+    return manager

@@ -1,0 +1,1 @@
+"""Gradients through discrete choices, measured against the exact gradient (06)."""

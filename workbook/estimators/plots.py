@@ -1,0 +1,117 @@
+"""The bias-variance picture of the gradient estimators.
+
+Introduced in 06_beyond_straight_through.ipynb; draws what
+:func:`workbook.measure_estimators` measured.
+"""
+
+from workbook.core.figures import PALETTE, new_figure
+
+__all__ = ["plot_bias_variance"]
+
+_COLORS = {
+    "straight_through": PALETTE["blue"],
+    "gumbel_softmax": PALETTE["orange"],
+    "gumbel_softmax_st": PALETTE["sky blue"],
+    "score_function": PALETTE["vermillion"],
+    "score_function_loo": PALETTE["black"],
+}
+
+
+def plot_bias_variance(results, batch_size=64, title="One-sample gradient estimates against the exact gradient"):
+    """Bias, variance and the error of a batch's mean gradient, against the temperature tau.
+
+    Introduced in 06_beyond_straight_through.ipynb. Three panels share the tau axis (log):
+    the bias (length of mean estimate - exact gradient) with its noise floor as an error bar,
+    the variance of one estimate, and ``|bias|^2 + variance / batch_size``, the expected
+    squared error of the mean gradient of a batch. The Gumbel-softmax estimators are lines
+    over tau; the others, which have no tau, are dashed horizontal lines. A hollow marker is
+    a bias within twice its noise floor: not resolved by this many samples.
+
+    Parameters
+    ----------
+    results : list of BiasVariance
+        From :func:`workbook.measure_estimators` or :func:`workbook.measure_bias_and_variance`.
+    batch_size : int
+        The batch whose mean gradient the third panel scores.
+    title : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Shown as a PNG when it is a cell's last value.
+    """
+    results = list(results)
+    if not results or not all(hasattr(r, "bias_norm") and hasattr(r, "variance") for r in results):
+        raise ValueError(
+            "plot_bias_variance: results must be a non-empty list of BiasVariance, e.g. workbook.measure_estimators()."
+        )
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    figure = new_figure(figsize=(10.5, 4.0))
+    figure.set_layout_engine("constrained")
+    axes = figure.subplots(1, 3, sharex=True)
+    taus = sorted({r.tau for r in results if r.tau is not None}) or [1.0]
+    panels = (
+        ("bias  |mean - exact|", lambda r: r.bias_norm),
+        ("variance of one estimate", lambda r: r.variance),
+        (f"error of a batch's mean, B = {batch_size}\n|bias|² + variance / B", lambda r: r.gradient_error(batch_size)),
+    )
+    for ax, (ylabel, value) in zip(axes, panels, strict=True):
+        for estimator in dict.fromkeys(r.estimator for r in results):
+            mine = sorted((r for r in results if r.estimator == estimator), key=lambda r: r.tau or 0)
+            color = _COLORS.get(estimator, "black")
+            if mine[0].tau is None:
+                for r in mine:
+                    unresolved = ax is axes[0] and not r.resolved
+                    ax.axhline(value(r), color=color, ls=":" if unresolved else "--", lw=1.5)
+                continue
+            x = [r.tau for r in mine]
+            ax.plot(x, [value(r) for r in mine], "-", color=color)
+            for r in mine:
+                hollow = ax is axes[0] and not r.resolved
+                ax.plot(r.tau, value(r), "o", color=color, mfc="white" if hollow else color, ms=6, zorder=3)
+            if ax is axes[0]:
+                low = [min(r.noise_floor, 0.9 * r.bias_norm) for r in mine]
+                high = [r.noise_floor for r in mine]
+                ax.errorbar(x, [r.bias_norm for r in mine], yerr=[low, high], fmt="none", ecolor=color, alpha=0.5)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(taus, [f"{t:g}" for t in taus])
+        ax.minorticks_off()
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("temperature τ (Gumbel-softmax)")
+        ax.set_title(ylabel, fontsize="medium")
+        ax.grid(True, which="major", alpha=0.25)
+    handles = [
+        Line2D(
+            [],
+            [],
+            color=_COLORS.get(e, "black"),
+            marker="o" if e.startswith("gumbel") else None,
+            ls="-" if e.startswith("gumbel") else "--",
+            label=label_of(results, e),
+        )
+        for e in dict.fromkeys(r.estimator for r in results)
+    ]
+    handles.append(
+        Line2D(
+            [],
+            [],
+            color="grey",
+            marker="o",
+            mfc="white",
+            ls="none",
+            label="hollow, or dotted: a bias within 2x its noise floor (the error bar), unresolved",
+        )
+    )
+    figure.legend(handles=handles, loc="outside lower center", ncols=2, fontsize="small")
+    figure.suptitle(f"{title} ({min(r.n_samples for r in results):,} estimates each)", fontsize="medium")
+    return figure
+
+
+def label_of(results, estimator):
+    """The legend's name for an estimator: with its draws per example when it has several."""
+    draws = max(r.samples for r in results if r.estimator == estimator)
+    return f"{estimator} ({draws} draws per example)" if draws > 1 else estimator

@@ -1,0 +1,218 @@
+"""Gradients through a random discrete choice: five estimators for Bernoulli and categorical latents.
+
+Introduced in 06_beyond_straight_through.ipynb. A latent ``z`` is drawn from a
+distribution whose parameters are ``logits``; the loss depends on ``z``. The
+gradient of the *expected* loss with respect to the logits has no pathwise
+form, since ``z`` is a step function of the noise. Each estimator below gives
+one, with its own trade-off:
+
+``straight_through``
+    Forward the sample, backpropagate as if it were its mean (Bengio, Léonard
+    and Courville 2013, arXiv:1308.3432): ``z = b + p - stop_gradient(p)``, so the
+    gradient is multiplied by the sigmoid's (softmax's) derivative. The same paper
+    also defines the plain copy, which backpropagates 1 through the threshold (the
+    ``x + stop_gradient(f(x) - x)`` trick of notebook 01). Low variance, biased.
+``gumbel_softmax``
+    Forward a relaxed sample ``softmax((logits + g) / tau)``, ``g`` Gumbel noise
+    (Jang, Gu and Poole 2017, arXiv:1611.01144; Maddison, Mnih and Teh 2017,
+    "The Concrete distribution", arXiv:1611.00712). Not discrete; biased,
+    less so as ``tau`` goes to 0, when its variance grows.
+``gumbel_softmax_st``
+    Forward the hard sample, backpropagate the relaxed one (Jang et al. 2017). As
+    ``tau`` goes to 0 its bias does not vanish in general: for one bit it tends to
+    ``p(1-p) (f'(0) + f'(1)) / 2``, a trapezoid rule for ``f(1) - f(0)``, exact only
+    when ``f`` is quadratic in that bit.
+``score_function``
+    Forward the sample with no gradient at all, and return its log-probability:
+    ``(loss - baseline) * log_prob`` has the unbiased REINFORCE gradient
+    (Williams 1992, "Simple statistical gradient-following algorithms",
+    Machine Learning 8:229-256). Unbiased, high variance; a baseline that does not
+    depend on the sample keeps it unbiased and lowers the variance near its best value.
+``score_function_loo``
+    The score function with ``samples`` draws per example, each baselined by the
+    mean loss of the others (:func:`leave_one_out_baseline`; Kool, van Hoof and
+    Welling 2019, "Buy 4 REINFORCE samples, get a baseline for free!"). The
+    baseline depends on the example, not on the draw it corrects: unbiased, and
+    the per-example baseline removes the spread of the loss between examples.
+
+Every function uses ``keras.ops`` and works eagerly, in ``tf.function`` and in a layer.
+"""
+
+from workbook.core.arguments import check_seed, is_number, is_whole_number, refuse
+
+__all__ = [
+    "ESTIMATORS",
+    "LATENTS",
+    "sample_latent",
+    "latent_mode",
+    "leave_one_out_baseline",
+    "check_estimator",
+    "check_tau",
+    "check_samples",
+]
+
+#: The estimator names :func:`sample_latent` understands.
+ESTIMATORS = ("straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_function", "score_function_loo")
+
+#: The estimators whose gradient comes from ``log_prob`` instead of through ``z``.
+SCORE_FUNCTIONS = ("score_function", "score_function_loo")
+
+#: The kinds of latent: one bit per logit, or one of ``logits.shape[-1]`` classes.
+LATENTS = ("bernoulli", "categorical")
+
+# Keeps log(u) and log(1 - u) finite for uniform noise u.
+_EPSILON = 1e-7
+
+
+def check_estimator(estimator, latent="bernoulli", owner="sample_latent"):
+    """Raise a ValueError naming the argument unless both names are known."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(
+            f"{owner}: estimator={estimator!r} is not known; use one of {', '.join(map(repr, ESTIMATORS))}."
+        )
+    if latent not in LATENTS:
+        raise ValueError(
+            f"{owner}: latent={latent!r} is not known; use 'bernoulli' (one bit per "
+            f"logit) or 'categorical' (one class along the last axis)."
+        )
+
+
+def check_tau(tau, owner="sample_latent"):
+    """``tau`` as a float, or a ValueError saying what is allowed."""
+    if not is_number(tau, low=0, high=100, include_low=False):
+        raise ValueError(
+            f"{owner}: tau={tau!r} must be a temperature in (0, 100], e.g. tau=1.0; small tau is closer to discrete."
+        )
+    return float(tau)
+
+
+def check_samples(samples, estimator, owner="sample_latent"):
+    """Draws per example as an int (None: 1, or 2 for ``"score_function_loo"``), or a ValueError."""
+    least = 2 if estimator == "score_function_loo" else 1
+    if samples is None:
+        return least
+    if not is_whole_number(samples, low=least, high=1024):
+        raise ValueError(
+            f"{owner}: samples={samples!r} must be a whole number from {least} to 1024"
+            + (" (leave-one-out needs another draw to baseline each one), e.g. samples=2." if least == 2 else ".")
+        )
+    return int(samples)
+
+
+def check_logits(logits, latent, owner="sample_latent"):
+    """``logits`` as a float tensor, with at least one class for a categorical latent, or a ValueError."""
+    import keras
+    from keras import ops
+
+    try:
+        tensor = ops.convert_to_tensor(logits)
+        dtype = keras.backend.standardize_dtype(tensor.dtype)
+    except (TypeError, ValueError):
+        refuse("logits", logits, "a float array or tensor of log-odds (or of log-probabilities)", owner)
+    if "float" not in dtype:
+        refuse("logits", logits, "a float tensor, e.g. keras.ops.cast(logits, 'float32')", owner)
+    if latent == "categorical" and (len(tensor.shape) == 0 or tensor.shape[-1] == 0):
+        refuse("logits", logits, "shaped (..., classes) with at least one class along the last axis", owner)
+    # Values are known only outside a traced function (in a layer they are symbolic).
+    if hasattr(tensor, "numpy") and not bool(ops.all(ops.isfinite(tensor))):
+        refuse("logits", logits, "finite: it holds NaN or infinity, which give no probability", owner)
+    return tensor
+
+
+def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=1.0, seed=None, samples=None):
+    """Draw a discrete latent from ``logits``, with ``estimator``'s gradient.
+
+    Introduced in 06_beyond_straight_through.ipynb.
+
+    Parameters
+    ----------
+    logits : tensor
+        Bernoulli: one log-odds per bit, any shape. Categorical: the last axis holds the
+        classes' unnormalised log-probabilities.
+    latent : {"bernoulli", "categorical"}
+    estimator : one of :data:`ESTIMATORS`
+    tau : float
+        The Gumbel-softmax temperature (ignored by the other estimators).
+    seed : int, keras.random.SeedGenerator or None
+        Passed to ``keras.random.uniform``: a whole number from 0 to 2**32 - 1, a generator,
+        or None for fresh noise.
+    samples : int or None
+        Independent draws from the same logits, along a new first axis. None: one draw
+        and no new axis, except for ``"score_function_loo"``, which needs at least 2
+        (default 2) to baseline each draw by the others.
+
+    Returns
+    -------
+    (z, log_prob)
+        ``z`` has the shape of ``logits`` (with ``samples`` in front when there are
+        several): bits, or one-hot rows for categorical (relaxed values in [0, 1] for
+        ``"gumbel_softmax"``). ``log_prob`` is the log-probability of the hard sample, per
+        bit (Bernoulli) or per row (categorical), differentiable with respect to
+        ``logits``. Only the score functions need it; their ``z`` carries no gradient.
+    """
+    import keras
+    from keras import ops
+
+    check_estimator(estimator, latent)
+    tau = check_tau(tau)
+    draws = check_samples(samples, estimator)
+    if not isinstance(seed, keras.random.SeedGenerator):
+        check_seed(seed, owner="sample_latent", allow_none=True)
+    logits = check_logits(logits, latent)
+    if samples is not None or draws > 1:
+        logits = ops.broadcast_to(logits[None], (draws, *ops.shape(logits)))
+    u = keras.random.uniform(ops.shape(logits), minval=_EPSILON, maxval=1.0 - _EPSILON, dtype=logits.dtype, seed=seed)
+    if latent == "bernoulli":
+        noise = ops.log(u) - ops.log(1.0 - u)  # logistic: P(logits + noise > 0) = sigmoid(logits)
+        perturbed = logits + noise
+        hard = ops.cast(perturbed > 0, logits.dtype)
+        mean = ops.sigmoid(logits)
+        relaxed = ops.sigmoid(perturbed / tau)
+        log_prob = hard * ops.log_sigmoid(logits) + (1.0 - hard) * ops.log_sigmoid(-logits)
+    else:
+        perturbed = logits - ops.log(-ops.log(u))  # Gumbel-max: argmax is a sample
+        classes = ops.shape(logits)[-1]
+        hard = ops.one_hot(ops.argmax(perturbed, axis=-1), classes, dtype=logits.dtype)
+        mean = ops.softmax(logits, axis=-1)
+        relaxed = ops.softmax(perturbed / tau, axis=-1)
+        log_prob = ops.sum(hard * ops.log_softmax(logits, axis=-1), axis=-1)
+    # hard + (y - stop_gradient(y)): the bracket is exactly 0 forward, so z is exactly the bit
+    # (hard + y - stop_gradient(y) rounds: 1 + y - y can be 0.99999994 in float32).
+    if estimator == "straight_through":
+        z = hard + (mean - ops.stop_gradient(mean))
+    elif estimator == "gumbel_softmax":
+        z = relaxed
+    elif estimator == "gumbel_softmax_st":
+        z = hard + (relaxed - ops.stop_gradient(relaxed))
+    else:
+        z = ops.stop_gradient(hard)
+    return z, log_prob
+
+
+def leave_one_out_baseline(losses):
+    """For each draw, the mean loss of the other draws of the same example (first axis: the draws).
+
+    Introduced in 06_beyond_straight_through.ipynb. ``losses`` is shaped (samples, ...)
+    with ``samples >= 2``; no draw's baseline depends on that draw, so
+    ``(loss - baseline) * grad log p`` stays unbiased (Kool, van Hoof and Welling 2019).
+    A mean that included the draw itself would shrink the gradient by ``1 - 1/samples``.
+    """
+    from keras import ops
+
+    losses = ops.convert_to_tensor(losses)
+    samples = ops.shape(losses)[0]
+    return (ops.sum(losses, axis=0, keepdims=True) - losses) / ops.cast(samples - 1, losses.dtype)
+
+
+def latent_mode(logits, latent="bernoulli"):
+    """The most likely latent for ``logits`` (no noise): what a trained model uses at test time.
+
+    Introduced in 06_beyond_straight_through.ipynb.
+    """
+    from keras import ops
+
+    check_estimator("straight_through", latent, owner="latent_mode")
+    logits = ops.convert_to_tensor(logits)
+    if latent == "bernoulli":
+        return ops.cast(logits > 0, logits.dtype)
+    return ops.one_hot(ops.argmax(logits, axis=-1), ops.shape(logits)[-1], dtype=logits.dtype)

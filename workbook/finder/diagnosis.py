@@ -1,0 +1,410 @@
+"""Find the operation that kills a gradient, and the line of code that made it.
+
+Introduced in 03_finding_gradient_killers.ipynb.
+
+:func:`find_gradient_breaks` traces the computation into a TensorFlow graph and
+walks it backwards from the output, asking TensorFlow's own gradient function
+of every op which of its inputs receive a gradient. Where one does not, the op
+is a candidate break; it is reported as a finding when some input or variable
+loses its gradient because of it, and as a note otherwise (a comparison that
+only feeds the condition of ``where``, a mask for ``boolean_mask``). The same
+gradients are also measured numerically with a ``GradientTape`` on the example,
+so the two views can be compared.
+"""
+
+import inspect
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbook.core.arguments import refuse, shown
+from workbook.finder.graph_walk import Traced, analyse, tf_variable
+from workbook.finder.layer_causes import explain_disconnected
+from workbook.finder.report import REASONS, Finding, GradientReport
+from workbook.finder.targets import all_layers, changed_attributes, prepare, restore_attributes, stateful_variables
+
+__all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
+
+
+def find_gradient_breaks(target, example, loss=None):
+    """Name the ops, and the lines of your code, that cut the gradient.
+
+    Introduced in 03_finding_gradient_killers.ipynb.
+
+    Parameters
+    ----------
+    target : callable, keras.layers.Layer or keras.Model
+        A Python function on tensors (a ``tf.function`` too), a layer, or a model.
+        For a model given ``example=(x, y)`` the output followed is the loss that
+        ``fit`` differentiates: the one inside an overridden ``train_step``, else
+        ``compute_loss`` (the compiled loss, or an override of it).
+    example : array, tensor, or tuple of them
+        An input to trace and to measure gradients on (a tuple means several
+        positional arguments, or ``(x, y)`` / ``(x, y, sample_weight)`` for a model).
+    loss : callable, optional
+        ``loss(y, y_pred)`` to follow for a model that is not compiled with one.
+
+    Returns
+    -------
+    GradientReport
+        ``.findings`` (culprit first), ``.notes``, ``.sources`` (per input and
+        trainable variable: the static verdict and the measured one), ``.ok``.
+        It prints as a table and renders as HTML in JupyterLab.
+    """
+    import keras
+
+    if not callable(target):
+        raise ValueError(
+            f"target={target!r} is not something to trace; pass a Python function on tensors, "
+            "a Keras layer, or a Keras model."
+        )
+    if loss is not None and not callable(loss):
+        raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
+    _check_example(example)
+    followed = prepare(target, example, loss)
+    layers = all_layers(target)
+    snapshot = _snapshot(stateful_variables(target))
+    attributes = [(layer, dict(vars(layer))) for layer in layers]
+    try:
+        measurement = _trace_and_measure(followed)
+        changed = changed_attributes(attributes)
+        restore_attributes(attributes)
+        analysis = analyse(followed, traced=measurement.traced)
+    finally:
+        for variable, value in snapshot:  # a training-mode call may move statistics; put them back
+            variable.assign(value)
+        restore_attributes(attributes)  # a layer that stored a traced tensor on self would break later
+    report = analysis.report
+    report.description = followed.description
+    for status in report.sources:
+        status.measured = measurement.verdicts.get(status.key, "not measured")
+    _settle_unchecked(report, analysis.unchecked, measurement.failure)
+    explain_disconnected(report, layers, changed)
+    _not_recorded(report, followed.call)
+    _no_silent_cut(report)
+    _name_layers(report.findings + report.notes, [layer.name for layer in layers])
+    report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
+    if isinstance(target, keras.Model):
+        report.layers_without_gradient = _dead_layers(report.sources)
+    return report
+
+
+def _snapshot(variables):
+    """(variable, value) of each variable to put back; one a failed fit left unbuilt (no value yet) is skipped."""
+    snapshot = []
+    for variable in variables:
+        value = np.array(variable.numpy())
+        if value.shape == tuple(variable.shape):
+            snapshot.append((variable, value))
+    return snapshot
+
+
+def _check_example(example):
+    """Refuse an empty example, or one holding NaN or infinity (every measured gradient would be NaN)."""
+    parts = example if isinstance(example, (tuple, list)) else (example,)
+    if len(parts) == 0:
+        refuse("example", example, "an input to trace: an array or tensor, or a tuple of them")
+    for part in parts:
+        try:
+            values = np.asarray(part)
+        except Exception:  # a tensor that is not eager, or an object: converting it later says why
+            continue
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            refuse("example", example, "finite: it holds NaN or infinity, so every gradient measured on it is NaN")
+
+
+@dataclass
+class Measurement:
+    """The gradients a GradientTape measured on the example, and the trace that measured them.
+
+    ``verdicts`` maps a source key to 'none', 'zero', 'flowing' or 'error'; ``traced`` is
+    the graph the walk then reads (None if the target could only be run eagerly);
+    ``failure`` the first line of the error that building the gradient raised, if any.
+    """
+
+    verdicts: dict = field(default_factory=dict)
+    traced: Traced = None
+    failure: str = None
+
+
+def _trace_and_measure(followed):
+    """Trace the target with its gradients in one graph, run it once, and measure what arrives.
+
+    The graph is the one the walk then reads, so the target is traced only once. Code that
+    cannot be traced with its gradients (numpy, Python ``if`` on a value, a gradient
+    function that raises) is measured eagerly instead, and ``traced`` is None.
+    """
+    import tensorflow as tf
+
+    position = {id(tensor): index for index, tensor in enumerate(followed.arguments)}
+    float_inputs = [
+        (key, position[id(tensor)])
+        for key, (_, tensor) in zip(_source_keys(followed.inputs, []), followed.inputs, strict=True)
+        if tensor.dtype.is_floating
+    ]
+    variables = followed.variables
+    keys = [key for key, _ in float_inputs] + [("variable", id(v)) for v in variables]
+
+    def outputs_and_flags(*args):
+        # Several sources and no variable watched by accident: the one-input helper in
+        # workbook.core.gradients does not fit here.
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch([args[index] for _, index in float_inputs])
+            tape.watch([tf_variable(v) for v in variables])
+            outputs = followed.call(*args)
+            scalar = _sum_of_float_outputs(outputs)
+        if scalar is None:
+            return {"outputs": outputs, "flags": None}
+        sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
+        gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
+        flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
+        return {"outputs": outputs, "flags": flags}
+
+    try:
+        specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
+        concrete = tf.function(outputs_and_flags, autograph=False).get_concrete_function(*specs)
+        flags = _run_once(concrete, followed.arguments)["flags"]
+    except Exception:
+        return _measure_eagerly(followed)
+    traced = Traced(concrete, concrete.structured_outputs["outputs"])
+    if not any(tf.is_tensor(tensor) for tensor in tf.nest.flatten(traced.outputs)):
+        returned = "None (is a `return` missing?)" if traced.outputs is None else shown(traced.outputs)
+        raise ValueError(
+            f"target returned {returned}, not a tensor: there is no output whose gradient could be "
+            f"followed. It must return what it computes from its input."
+        )
+    if flags is None:
+        return Measurement(traced=traced)
+    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}, traced)
+
+
+def _verdict(flowing):
+    """'none' for no gradient, else 'flowing' or 'zero' as ``flowing`` (a boolean tensor) says."""
+    if flowing is None:
+        return "none"
+    return "flowing" if bool(flowing) else "zero"
+
+
+#: Grappler passes switched off for the one run of the measurement: optimizing a graph that runs
+#: once costs more than it saves. Constant folding stays on (it folds away the integer shape
+#: arithmetic, which would otherwise run on oneDNN kernels that log a notice on some CPUs).
+SKIPPED_GRAPPLER_PASSES = (
+    "layout_optimizer",
+    "remapping",
+    "arithmetic_optimization",
+    "dependency_optimization",
+    "loop_optimization",
+    "function_optimization",
+    "debug_stripper",
+    "implementation_selector",
+)  # each one on by default
+
+
+def _run_once(concrete, arguments):
+    """Run a concrete function once with the costly Grappler passes off, then put the options back."""
+    import tensorflow as tf
+
+    options = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options({name: False for name in SKIPPED_GRAPPLER_PASSES})
+    try:
+        return concrete(*arguments)
+    finally:
+        tf.config.optimizer.set_experimental_options(
+            {name: options.get(name, True) for name in SKIPPED_GRAPPLER_PASSES}
+        )
+
+
+def _measure_eagerly(followed):
+    """The :class:`Measurement` of a GradientTape run eagerly (no trace to walk)."""
+    import tensorflow as tf
+
+    inputs, variables = followed.inputs, followed.variables
+    failure = None
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch([tensor for _, tensor in inputs if tensor.dtype.is_floating])
+        tape.watch([tf_variable(variable) for variable in variables])
+        try:
+            scalar = _sum_of_float_outputs(followed.call(*followed.arguments))
+        except Exception as error:
+            failure = _first_line(error)
+    if failure is not None:
+        try:
+            followed.call(*followed.arguments)
+        except Exception:
+            return Measurement()  # it fails without a tape too: tracing reports why
+        # It runs, but not under a GradientTape: building the gradient of a tf.function failed.
+        return _all_failed(inputs, variables, failure)
+    if scalar is None:
+        return Measurement()
+    sources = [tensor for _, tensor in inputs] + [tf_variable(v) for v in variables]
+    try:
+        gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
+    except Exception as error:  # LookupError for an op with no gradient; any error from a gradient function
+        return _all_failed(inputs, variables, _first_line(error))
+    keys = _source_keys(inputs, variables)
+    flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
+    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)})
+
+
+def _all_failed(inputs, variables, failure):
+    return Measurement({key: "error" for key in _source_keys(inputs, variables)}, failure=failure)
+
+
+def _first_line(error):
+    return f"{type(error).__name__}: {error}".splitlines()[0][:300]
+
+
+def _settle_unchecked(report, unchecked, failure):
+    """Decide the breaks whose gradient function failed, with the GradientTape's measurement.
+
+    A break that the tape passed (every source it blocks measured flowing) was only a
+    limit of the probe: a note. Otherwise it is a finding, "could not check", never "ok".
+    A source the graph calls flowing but the tape measured None or failed on gets a finding too.
+    """
+    covered = set()
+    for suspect in unchecked:
+        bad = [s for s in suspect.blocked if s.measured != "flowing"]
+        if bad:
+            suspect.finding.cuts = list(dict.fromkeys(s.owner for s in bad))
+            report.findings.append(suspect.finding)
+            covered.update(id(s) for s in bad)
+        else:
+            report.notes.append(suspect.finding)
+    for status in report.sources:
+        if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
+            report.findings.append(_tape_finding(status, failure))
+    report.findings.sort(key=lambda finding: finding.order)
+
+
+def _not_recorded(report, call):
+    """A finding for weights your train_step's own tape returned None for, though the graph connects them."""
+    missing = set(getattr(call, "missing", ()))
+    statuses = [s for s in report.sources if s.name in missing and s.static == "flowing"]
+    if not statuses:
+        return
+    frame = _source_line(call.step, "stop_recording(")
+    reason = "not_recorded" if frame else "not_recorded_outside"
+    names = ", ".join(s.name for s in statuses)
+    report.findings.insert(
+        0,
+        Finding(
+            "(your tape)",
+            names,
+            reason,
+            *(frame or (None, None, None)),
+            hint=REASONS[reason].hint,
+            detail=f"tape.gradient in {call.step.__qualname__} returned None for {names}: the tape did not "
+            "record the way from them to the loss",
+            cuts=list(dict.fromkeys(s.owner for s in statuses)),
+            order=-1,
+        ),
+    )
+    for status in statuses:
+        status.static, status.measured = "cut", "none"  # what your own tape measured
+
+
+def _source_line(function, text):
+    """(file, line, code) of the first line of ``function`` that contains ``text``, or None."""
+    try:
+        lines, start = inspect.getsourcelines(function)
+        file = inspect.getsourcefile(function)
+    except (TypeError, OSError):
+        return None
+    for offset, line in enumerate(lines):
+        if text in line:
+            return file, start + offset, line.strip()
+    return None
+
+
+def _no_silent_cut(report):
+    """A report never says ok while the graph calls a source cut: the first note, or a plain finding."""
+    cut = [s for s in report.sources if s.static == "cut"]
+    if report.findings or not cut:
+        return
+    owners = list(dict.fromkeys(s.owner for s in cut))
+    if report.notes:
+        finding = report.notes.pop(0)
+        finding.cuts = owners
+    else:
+        finding = Finding(
+            "(graph)",
+            ", ".join(s.name for s in cut),
+            "unexplained_cut",
+            hint=REASONS["unexplained_cut"].hint,
+            detail=f"the graph reaches {', '.join(s.label for s in cut)} only through ops that pass no gradient",
+            cuts=owners,
+        )
+    report.findings.append(finding)
+
+
+def _name_layers(findings, names):
+    """The layer that made each op without a line of yours, read from the op's name scopes.
+
+    A scope is the layer's name, or that name with _1, _2... when the layer runs twice in one graph.
+    """
+    for finding in findings:
+        if finding.file:
+            continue
+        for scope in reversed(finding.op_name.split("/")[:-1]):
+            renamed = (name for name in names if re.fullmatch(re.escape(name) + r"_\d+", scope))
+            match = scope if scope in names else next(renamed, None)
+            if match:
+                finding.layer = match
+                break
+
+
+def _tape_finding(status, failure):
+    """A source the graph passes but the tape does not: it measured None, or raised ``failure``."""
+    reason = "gradient_error" if status.measured == "error" else "measured_none"
+    detail = f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
+    return Finding(
+        "(tape)",
+        status.name,
+        reason,
+        None,
+        None,
+        None,
+        REASONS[reason].hint,
+        f"{status.label}: {detail}",
+        [status.owner],
+        order=10**9,
+    )
+
+
+def _source_keys(inputs, variables):
+    return [("input", name) for name, _ in inputs] + [("variable", id(v)) for v in variables]
+
+
+def _sum_of_float_outputs(outputs):
+    import tensorflow as tf
+
+    floats = [
+        tf.reduce_sum(tf.cast(t, tf.float32))
+        for t in tf.nest.flatten(outputs)
+        if isinstance(t, (tf.Tensor, tf.Variable)) and t.dtype.is_floating
+    ]
+    return tf.add_n(floats) if floats else None
+
+
+def _disagree(static, measured):
+    if static == "untraceable":
+        return False
+    return (static == "flowing") != (measured == "flowing")
+
+
+def _disagreement(status):
+    if status.static == "flowing" and status.measured == "zero":
+        return (
+            f"{status.label}: the graph passes a gradient, but on this example it is all zero "
+            "(every value on the way is 0, or every ReLU is off, e.g. after a cast that sends everything to 0)"
+        )
+    return f"{status.label}: the graph says {status.static}, the GradientTape measured {status.measured}"
+
+
+def _dead_layers(sources):
+    layers = {}
+    for status in sources:
+        if status.kind == "variable" and status.layer:
+            layers.setdefault(status.layer, []).append(status)
+    return [name for name, statuses in layers.items() if all(s.static != "flowing" for s in statuses)]

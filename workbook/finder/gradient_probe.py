@@ -1,0 +1,136 @@
+"""Ask TensorFlow's registered gradient function of one op which of its inputs get a gradient.
+
+Introduced in 03_finding_gradient_killers.ipynb. The walk of :mod:`workbook.finder.graph_walk`
+calls this for every op on the way back from the output: it feeds ones to the op's
+outputs that carry a gradient and looks at what the gradient function gives each input:
+nothing (``None``), a constant zero, or something computed from those ones.
+"""
+
+from dataclasses import dataclass
+from enum import Enum
+
+from workbook.finder.graph_program import custom_gradient_type
+
+#: Ops whose gradient is a function of their own: what it returns differs from one op to the next.
+INSTANCE_GRADIENT_OPS = {"IdentityN", "PyFunc", "EagerPyFunc", "PartitionedCall", "StatefulPartitionedCall"}
+
+
+class InputGradient(Enum):
+    """What an op's gradient function gives one of its inputs."""
+
+    PASSES = "passes"  # a gradient computed from the gradient that arrives
+    NONE = "none"  # no gradient at all
+    ZERO = "zero"  # a constant: zero whatever arrives
+
+
+@dataclass(frozen=True)
+class GradientPattern:
+    """Per input of an op, what its gradient function gives it; or the error the function raised."""
+
+    inputs: tuple = ()
+    error: Exception = None
+
+
+@dataclass
+class LocalGradients:
+    """What an op's gradient function returned, and the ones it was fed (to tell a gradient from a constant)."""
+
+    gradients: list
+    upstream: tuple = ()
+
+
+class GradientFunctionFailed(Exception):
+    """TensorFlow's gradient function for an op raised ``error``."""
+
+    def __init__(self, error):
+        super().__init__(error)
+        self.error = error
+
+
+def is_float(tensor):
+    """Whether a tensor holds values a gradient can flow through (float or complex)."""
+    return tensor.dtype.is_floating or tensor.dtype.is_complex
+
+
+def signature(op, carried_indices):
+    """What decides which inputs an op's gradient reaches: its type and dtypes, or the op itself.
+
+    Gradient functions are registered per op type, so two ops of one type with the same
+    dtypes and the same outputs carrying a gradient get the same answer; the walk asks
+    TensorFlow once per signature (a ResNet has thousands of ops but a few dozen signatures).
+    """
+    if op.type in INSTANCE_GRADIENT_OPS or custom_gradient_type(op):
+        return (op, carried_indices)
+    dtypes = tuple(t.dtype for t in op.inputs), tuple(t.dtype for t in op.outputs)
+    return (op.type, dtypes, carried_indices)
+
+
+def gradient_pattern(op, gradient_function, carried, original_ops):
+    """The :class:`GradientPattern` of ``op`` when the ``carried`` outputs bring a gradient.
+
+    ``original_ops`` are the ops of the traced program: the probe's own ops are the others.
+    """
+    try:
+        local = local_gradients(op, gradient_function, carried)
+    except GradientFunctionFailed as failed:
+        return GradientPattern(error=failed.error)
+    pattern = []
+    for index in range(len(op.inputs)):
+        if index >= len(local.gradients) or local.gradients[index] is None:
+            pattern.append(InputGradient.NONE)
+        elif not depends_on(local.gradients[index], local.upstream, original_ops):
+            pattern.append(InputGradient.ZERO)
+        else:
+            pattern.append(InputGradient.PASSES)
+    return GradientPattern(inputs=tuple(pattern))
+
+
+def local_gradients(op, gradient_function, carried):
+    """Call the op's registered gradient with ones for the outputs that carry a gradient.
+
+    Raises :class:`GradientFunctionFailed` if TensorFlow's gradient function raises.
+    """
+    import tensorflow as tf
+
+    if gradient_function is None:
+        return LocalGradients([None] * len(op.inputs))
+    carried_refs = {t.ref() for t in carried}
+    upstream, probes = [], []
+    with op.graph.as_default():
+        for tensor in op.outputs:
+            if tensor.ref() in carried_refs and is_float(tensor):
+                # An op of its own (not a constant) so that the gradient's dependence on it can be traced.
+                probes.append(tf.identity(tf.ones_like(tensor)))
+                upstream.append(probes[-1])
+            elif is_float(tensor):
+                upstream.append(tf.zeros_like(tensor))
+            else:
+                upstream.append(None)
+        try:
+            with tf.name_scope("workbook_gradient_probe"):
+                result = gradient_function(op, *upstream)
+        except Exception as error:
+            raise GradientFunctionFailed(error) from error
+    if not isinstance(result, (list, tuple)):
+        result = [result]
+    return LocalGradients(list(result), tuple(probes))
+
+
+def depends_on(gradient, upstream, original_ops):
+    """Whether ``gradient`` is computed from one of the ``upstream`` tensors (else it is a constant)."""
+    import tensorflow as tf
+
+    if isinstance(gradient, tf.IndexedSlices):
+        gradient = gradient.values
+    targets = {t.ref() for t in upstream}
+    seen, stack = set(), [gradient]
+    while stack:
+        tensor = stack.pop()
+        if tensor.ref() in targets:
+            return True
+        op = tensor.op
+        if op in seen or op in original_ops:
+            continue
+        seen.add(op)
+        stack.extend(op.inputs)
+    return False

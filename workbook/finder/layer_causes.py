@@ -1,0 +1,124 @@
+"""Why a layer's weight is disconnected, read from the layer's own code.
+
+Introduced in 03_finding_gradient_killers.ipynb. Used by
+:func:`workbook.find_gradient_breaks` once the graph says that the output does
+not depend on a weight: it looks at the layer's attributes and at the lines of
+its class that set them, and names the line that causes it.
+"""
+
+import inspect
+import re
+
+from workbook.core.code_origin import is_library
+from workbook.finder.report import CAUSES, REASONS
+
+
+def explain_disconnected(report, layers, changed):
+    """Give each disconnected weight its cause and line, and merge them into one row per layer.
+
+    ``changed`` lists (layer, attribute, value before, value after) for attributes a
+    call of the target rebound.
+    """
+    by_name = {layer.name: layer for layer in layers}
+    status_of = {status.name: status for status in report.sources}
+    merged, findings = {}, []
+    for finding in report.findings:
+        status = status_of.get(finding.op_name)
+        if finding.reason != "disconnected" or status is None or status.kind != "variable":
+            findings.append(finding)
+            continue
+        layer = by_name.get(status.layer)
+        if layer is not None and finding.hint == REASONS["disconnected"].hint:
+            cause = _cause(layer, status, changed)
+            if cause is not None:
+                name, (file, line, code) = cause
+                finding.detail, finding.hint = CAUSES[name].detail, CAUSES[name].hint
+                finding.file, finding.line, finding.code = file, line, code
+        key = (status.layer, finding.file, finding.line, finding.hint)
+        if key in merged:
+            merged[key].op_name += f", {status.name}"
+            continue
+        finding.op_name = status.name
+        finding.detail = finding.detail.removeprefix(f"{status.name}: ").removeprefix(
+            f"the output does not depend on {status.name}: "
+        )
+        merged[key] = finding
+        findings.append(finding)
+    for finding in merged.values():
+        names = finding.op_name
+        if names not in finding.detail:
+            finding.detail = f"{names}: {finding.detail}"
+    report.findings = findings
+
+
+def _cause(layer, status, changed):
+    """(cause name, (file, line, code)) for one disconnected weight of ``layer``, or None."""
+    import tensorflow as tf
+
+    weight = next((v for v in layer.trainable_variables if v.path == status.name), None)
+    if weight is None:
+        return None
+    cls = type(layer)
+    attribute = next((name for name, value in vars(layer).items() if value is weight), None)
+    rebound_earlier = attribute is None  # by an earlier call: the attribute holds a tensor now
+    if rebound_earlier:
+        attribute = weight.name if isinstance(getattr(layer, weight.name, None), tf.Tensor) else None
+    return (
+        _rebound_by_this_call(layer, weight, changed)
+        or (_found("rebound", cls, ("call",), attribute) if rebound_earlier else None)
+        or _built_tensor(layer)
+        or _found("unused", cls, ("build", "__init__"), attribute)
+    )
+
+
+def _rebound_by_this_call(layer, weight, changed):
+    """("rebound", frame) if the traced call rebound the weight's attribute to a tensor, else None."""
+    for changed_layer, attribute, before, after in changed:
+        if changed_layer is layer and before is weight and not _is_variable(after):
+            found = _found("rebound", type(layer), ("call",), attribute)
+            if found:
+                return found
+    return None
+
+
+def _built_tensor(layer):
+    """("built_tensor", frame) for a tensor stored on the layer by build() or __init__, else None."""
+    import tensorflow as tf
+
+    for name, value in vars(layer).items():
+        if isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)) and not _is_variable(value):
+            found = _found("built_tensor", type(layer), ("build", "__init__"), name)
+            if found:
+                return found
+    return None
+
+
+def _found(cause, cls, methods, attribute):
+    """(cause, frame) if one of ``methods`` of ``cls`` assigns ``self.<attribute>``, else None."""
+    frame = _assignment(cls, methods, attribute) if attribute else None
+    return (cause, frame) if frame else None
+
+
+def _is_variable(value):
+    import keras
+    import tensorflow as tf
+
+    return isinstance(value, (keras.Variable, tf.Variable))
+
+
+def _assignment(cls, methods, attribute):
+    """(file, line, code) of ``self.<attribute> = ...`` in one of ``methods`` of ``cls`` (user code only)."""
+    pattern = re.compile(rf"self\.{re.escape(attribute)}\s*=(?!=)")
+    for method in methods:
+        function = getattr(cls, method, None)
+        try:
+            lines, start = inspect.getsourcelines(function)
+            file = inspect.getsourcefile(function)
+        except (TypeError, OSError):
+            continue
+        if is_library(file):
+            continue
+        for offset, text in enumerate(lines):
+            if pattern.search(text):
+                return file, start + offset, text.strip()
+    return None

@@ -1,0 +1,177 @@
+"""Train the lab's autoencoder with several bottlenecks and measure each: no drawing here.
+
+Introduced in 04_autoencoder_lab.ipynb, where :func:`workbook.compare_bottlenecks`
+(in :mod:`workbook.lab.compare`) trains with :func:`train_bottlenecks` and then draws
+the results side by side.
+"""
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbook.core.arguments import check_images, check_seed, is_whole_number
+
+
+@dataclass
+class BottleneckRun:
+    """One trained variant of :func:`workbook.compare_bottlenecks`.
+
+    Attributes
+    ----------
+    label : str
+    model : keras.Model
+    history : dict
+        Keras's ``History.history``: ``{"loss": [...], "val_loss": [...]}``, one value per epoch.
+    gradients : GradientNormHistory
+        What the gradient-norm monitor recorded.
+    test_mse : float
+        Mean squared reconstruction error on ``x_test`` after training.
+    warnings : list of str
+        What Keras warned while this variant trained (e.g. "Gradients do not exist for
+        variables [...]"), kept here instead of printed in the middle of the figures.
+    codes_used, perplexity : int and float, or None
+        For a bottleneck with a codebook (``workbook.VectorQuantizer``): how many of its codes
+        the test images use, and the perplexity of their frequencies (06_beyond_straight_through.ipynb).
+    n_codes : int or None
+        The codebook's size.
+    """
+
+    label: str
+    model: object = field(repr=False)
+    history: dict
+    gradients: object
+    test_mse: float
+    warnings: list = field(default_factory=list)
+    codes_used: object = None
+    perplexity: object = None
+    n_codes: object = None
+
+
+def codebook_usage(model, x):
+    """(codes used, perplexity, n_codes) of ``model``'s codebook bottleneck on images ``x``; Nones without one."""
+    import keras
+
+    layer = model.get_layer("bottleneck")
+    if not hasattr(layer, "usage"):
+        return None, None, None
+    inputs = keras.Model(model.inputs[0], layer.input).predict(x, batch_size=256, verbose=0)
+    return (*layer.usage(inputs), layer.n_codes)
+
+
+def check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, seed=0):
+    """Refuse what :func:`workbook.compare_bottlenecks` cannot train, before anything is loaded.
+
+    Returns ``(x_train, x_test)`` as float32 arrays (None when they are to be loaded).
+    """
+    if not isinstance(bottlenecks, dict) or not bottlenecks:
+        raise ValueError(
+            f"bottlenecks={bottlenecks!r} must be a non-empty dict of label -> bottleneck, "
+            "e.g. {'identity': None, 'cast_int_ste': 'cast_int_ste'}."
+        )
+    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("every", every)):
+        if not is_whole_number(value, low=1):
+            raise ValueError(f"{name}={value!r} must be a whole number of at least 1.")
+    if (x_train is None) != (x_test is None):
+        raise ValueError("Give both x_train and x_test, or neither (then they are loaded).")
+    check_seed(seed, owner="compare_bottlenecks")
+    from workbook.lab.models import bottleneck_layer
+
+    for label, bottleneck in bottlenecks.items():
+        try:
+            bottleneck_layer(bottleneck)  # every variant before the first one trains
+        except ValueError as error:
+            raise ValueError(f"compare_bottlenecks: the bottleneck for {label!r}: {error}") from None
+    if x_train is None:
+        return None, None
+    owner = "compare_bottlenecks"
+    return check_images("x_train", x_train, owner), check_images("x_test", x_test, owner)
+
+
+def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, every, new_monitor=None, **options):
+    """Train one autoencoder per bottleneck on the same data and seed, and measure each.
+
+    Introduced in 04_autoencoder_lab.ipynb through :func:`workbook.compare_bottlenecks`,
+    whose parameters these are; it loads the images and shows what this returns.
+
+    Parameters
+    ----------
+    new_monitor : callable, optional
+        Makes the callback that records each variant's gradient norms, called as
+        ``new_monitor(every=every, **options)`` (default
+        :class:`workbook.monitor.recording.GradientNormRecorder`).
+
+    Returns
+    -------
+    dict
+        ``{label: BottleneckRun}``, in the order given.
+    """
+    x_train, x_test = check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, seed)
+
+    import keras
+
+    from workbook.lab.models import autoencoder
+
+    if new_monitor is None:
+        from workbook.monitor.recording import GradientNormRecorder as new_monitor
+
+    runs = {}
+    for label, bottleneck in bottlenecks.items():
+        keras.utils.set_random_seed(seed)  # the same shuffling for every variant
+        model = autoencoder(bottleneck, seed=seed)
+        monitor = new_monitor(every=every, **options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fitted = model.fit(
+                x_train,
+                x_train,
+                epochs=epochs,
+                batch_size=batch_size,
+                validation_data=(x_test, x_test),
+                callbacks=[monitor],
+                verbose=0,
+            )
+        reconstruction = model.predict(x_test, batch_size=256, verbose=0)
+        runs[label] = BottleneckRun(
+            str(label),
+            model,
+            dict(fitted.history),
+            monitor.history,
+            float(np.mean((reconstruction - x_test) ** 2)),
+            sorted({str(warning.message) for warning in caught}),
+            *codebook_usage(model, x_test),
+        )
+    return runs
+
+
+def gradient_norms(model, x):
+    """The L2 norm of the loss's gradient for each trainable variable, None where there is none.
+
+    Introduced in 04_autoencoder_lab.ipynb: one batch ``x``, the model's own loss against
+    ``x`` itself (an autoencoder), no weights changed. Returns ``{variable path: float or None}``.
+    """
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=x, y=x, y_pred=model(x, training=True))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    return {
+        variable.path: None if gradient is None else float(tf.norm(gradient))
+        for variable, gradient in zip(model.trainable_variables, gradients, strict=True)
+    }
+
+
+def example_loss_spread(model, x, draws=4):
+    """How much each image's loss varies between images, and between draws of its code.
+
+    Introduced in 06_beyond_straight_through.ipynb. ``model`` has a sampling bottleneck
+    (``workbook.DiscreteBottleneck``, which draws a hard code at test time): each image is
+    reconstructed ``draws`` times. Returns ``(between, within)``: the variance over images of
+    their mean loss, and the mean over images of the variance between their draws. A
+    score function's advantage ``loss - baseline`` with one baseline for all images is
+    mostly ``between``; only ``within`` says which code was better for that image.
+    """
+    losses = np.stack(
+        [np.mean((np.asarray(model(x, training=False)) - x) ** 2, axis=tuple(range(1, x.ndim))) for _ in range(draws)]
+    )
+    return float(losses.mean(axis=0).var(ddof=1)), float(losses.var(axis=0, ddof=1).mean())

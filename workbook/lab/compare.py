@@ -1,0 +1,165 @@
+"""Train the lab's autoencoder with several bottlenecks and put them side by side.
+
+Introduced in 04_autoencoder_lab.ipynb. The training and measuring are
+:mod:`workbook.lab.bottleneck_runs` (no drawing there); this module loads the images,
+draws and shows.
+"""
+
+import numpy as np
+
+from workbook.core.arguments import check_flag
+from workbook.lab.bottleneck_runs import BottleneckRun, check_arguments, gradient_norms, train_bottlenecks
+
+# BottleneckRun and gradient_norms are also reached from here, as the lab does.
+__all__ = ["BottleneckRun", "compare_bottlenecks", "comparison_figures", "gradient_norms"]
+
+
+def compare_bottlenecks(
+    bottlenecks,
+    epochs=2,
+    n_train=2000,
+    n_test=500,
+    batch_size=64,
+    seed=0,
+    live=False,
+    every=5,
+    x_train=None,
+    x_test=None,
+    source="auto",
+    show=True,
+):
+    """Train one autoencoder per bottleneck on the same data and seed; show and return the results.
+
+    Introduced in 04_autoencoder_lab.ipynb; the training is :func:`~workbook.lab.bottleneck_runs.train_bottlenecks`.
+
+    Parameters
+    ----------
+    bottlenecks : dict
+        ``{label: bottleneck}``, each bottleneck anything :func:`workbook.autoencoder` accepts.
+    epochs, batch_size : int
+        Passed to ``model.fit``.
+    n_train, n_test : int
+        How many images :func:`workbook.load_mnist` loads (ignored when `x_train`
+        and `x_test` are given).
+    seed : int
+        Same data, same shuffling and same initial weights for every variant.
+    live : bool
+        Show each variant's live gradient-norm plot while it trains (in a notebook).
+    every : int
+        Record the gradient norms every `every` batches.
+    x_train, x_test : numpy.ndarray, optional
+        Images already loaded, shaped (n, 28, 28, 1), finite and in [0, 1].
+    source : str
+        Passed to :func:`workbook.load_mnist`.
+    show : bool
+        Display the three figures in a notebook (nothing is shown elsewhere).
+
+    Returns
+    -------
+    dict
+        ``{label: BottleneckRun}``, in the order given.
+    """
+    check_flag("live", live, owner="compare_bottlenecks")
+    check_flag("show", show, owner="compare_bottlenecks")
+    x_train, x_test = check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, seed)  # before loading
+    if x_train is None:
+        from workbook.core.data import load_mnist
+
+        (x_train, _), (x_test, _) = load_mnist(n_train=n_train, n_test=n_test, source=source, seed=seed)
+    runs = train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, every, _new_monitor, live=live)
+    if show:
+        from workbook.core.figures import show_figure
+
+        for figure in comparison_figures(runs, x_test):
+            show_figure(figure)
+    return runs
+
+
+def _new_monitor(**options):
+    """A :class:`~workbook.GradientNormMonitor`, imported only once the arguments passed their checks."""
+    from workbook.monitor.monitoring import GradientNormMonitor
+
+    return GradientNormMonitor(**options)
+
+
+def comparison_figures(runs, x_test, n_images=8):
+    """Loss curves, gradient norms side by side and reconstructions, as three Figures.
+
+    Introduced in 04_autoencoder_lab.ipynb; :func:`compare_bottlenecks` shows them. The
+    gradient-norm panels share one y-axis, so their heights compare directly.
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    from workbook.core.figures import PALETTE, decade_range, draw_gradient_norms, new_figure, rows_below_the_break
+
+    labels = list(runs)
+    losses = new_figure(figsize=(8.5, 3.4))
+    losses.set_layout_engine("constrained")
+    ax = losses.subplots()
+    for i, label in enumerate(labels):
+        color = list(PALETTE.values())[i % len(PALETTE)]
+        history = runs[label].history
+        epochs = np.arange(1, len(history.get("loss", [])) + 1)
+        ax.plot(epochs, history.get("loss", []), "o-", color=color, label=label)
+        if "val_loss" in history:
+            ax.plot(epochs, history["val_loss"], "s--", color=color, alpha=0.7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean squared error")
+    ax.set_title("Reconstruction loss")
+    styles = [
+        Line2D([], [], color="black", marker="o", ls="-", label="training digits"),
+        Line2D([], [], color="black", marker="s", ls="--", alpha=0.7, label="test digits"),
+    ]
+    # Beside the axes, so that no legend covers a curve: one entry per bottleneck, two styles.
+    handles = [*ax.get_legend_handles_labels()[0], Line2D([], [], ls="none", label=" "), *styles]
+    losses.legend(handles=handles, loc="outside right upper", fontsize="small")
+    ax.grid(True, alpha=0.3)
+
+    columns = min(len(labels), 3)
+    rows = -(-len(labels) // columns)
+    norms = new_figure(figsize=(4.0 * columns, 3.2 * rows + 0.5))
+    norms.set_layout_engine("constrained")
+    axes = np.atleast_1d(norms.subplots(rows, columns, squeeze=False).ravel())
+    histories = [runs[label].gradients for label in labels]
+    spans = [decade_range(history.norms) for history in histories if np.isfinite(history.norms).any()]
+    spans = [span for span in spans if span != (0, 0)] or [(0, 0)]
+    decades = (min(low for low, _ in spans), max(high for _, high in spans))
+    reserve = max(len(rows_below_the_break(history)) for history in histories)
+    # Not strict: a grid can hold more axes than there are runs (those are hidden below).
+    for ax, label, history in zip(axes, labels, histories, strict=False):
+        draw_gradient_norms(ax, history, title=label, decades=decades, legend=False, reserve_rows=reserve)
+    for ax in axes[len(labels) :]:
+        ax.set_visible(False)
+    handles = {line.get_label(): line for ax in axes for line in ax.lines if not line.get_label().startswith("_")}
+    norms.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=len(handles),
+        fontsize="small",
+        title="gradient norm of each layer (same y-axis in every panel)",
+        title_fontsize="small",
+    )
+
+    n_images = min(n_images, len(x_test))
+    grid = new_figure(figsize=(1.1 * n_images + 1.6, 1.15 * (len(labels) + 1)))
+    cells = grid.subplots(len(labels) + 1, n_images, squeeze=False)
+    rows_of_images = [("original", x_test[:n_images])]
+    for label in labels:
+        run = runs[label]
+        name = f"{label}\nMSE {run.test_mse:.4f}"
+        if run.codes_used is not None:
+            name += f"\n{run.codes_used}/{run.n_codes} codes, perplexity {run.perplexity:.1f}"
+        rows_of_images.append((name, run.model.predict(x_test[:n_images], verbose=0)))
+    for r, (name, images) in enumerate(rows_of_images):
+        for c in range(n_images):
+            cell = cells[r, c]
+            cell.imshow(images[c, :, :, 0], cmap="gray", vmin=0, vmax=1)
+            cell.set_xticks([])
+            cell.set_yticks([])
+        cells[r, 0].set_ylabel(name, rotation=0, ha="right", va="center", fontsize="small")
+    grid.suptitle("Test images (top) and their reconstructions")
+    grid.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02, wspace=0.05, hspace=0.1)
+    return losses, norms, grid

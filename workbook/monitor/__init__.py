@@ -1,0 +1,1 @@
+"""Per-layer gradient norms recorded while a model trains, drawn live (04)."""

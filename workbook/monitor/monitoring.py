@@ -1,0 +1,160 @@
+"""Watch each layer's gradient norm while ``model.fit`` runs, in a figure updated in place.
+
+Introduced in 04_autoencoder_lab.ipynb. The recording (how the monitor sees the
+training step's own gradients, and what a record means) is
+:mod:`workbook.monitor.recording`, which draws nothing; this module adds the pictures:
+the live figure, its caption and :meth:`GradientNormHistory.plot`.
+"""
+
+import base64
+import html
+import time
+
+import numpy as np
+
+from workbook.core.arguments import is_number
+from workbook.core.figures import draw_gradient_norms, figure_png, in_notebook, new_figure
+from workbook.monitor.recording import GradientNormRecorder, GradientNormRecords
+
+
+class GradientNormHistory(GradientNormRecords):
+    """What a :class:`GradientNormMonitor` recorded, and a figure of it.
+
+    Introduced in 04_autoencoder_lab.ipynb. The attributes are those of
+    :class:`workbook.monitor.recording.GradientNormRecords`.
+    """
+
+    def plot(self, ax=None, title=None):
+        """Draw the norms on a log scale; returns the matplotlib Figure."""
+        if ax is None:
+            ax = new_figure(figsize=(7, 3.6)).subplots()
+        draw_gradient_norms(ax, self, title=title)
+        return ax.figure
+
+
+class GradientNormMonitor(GradientNormRecorder):
+    """Record (and, in JupyterLab, plot live) each layer's gradient norm during ``fit``.
+
+    Introduced in 04_autoencoder_lab.ipynb. Uses the training step's own
+    gradients (see :mod:`workbook.monitor.recording` for how), so it adds almost nothing
+    to the cost of ``fit``, a new monitor per ``fit`` included. Where it can
+    record nothing (a ``train_step`` that updates the weights without
+    ``model.optimizer.apply``), the live figure's caption says why, or, with no
+    figure, one RuntimeWarning; ``fit`` runs as without it.
+
+    Parameters
+    ----------
+    every : int
+        Record every `every`-th batch (counted over all fits).
+    live : bool
+        In a notebook, show a figure that updates in place while ``fit``
+        runs. In a script or plain Python nothing is ever shown or printed. A
+        kernel driven by a program (nbclient, nbgrader, papermill) cannot be
+        told apart from one in JupyterLab: it gets the same single figure,
+        replaced in place, so its output never grows.
+    refresh_seconds : float
+        Least time between two redraws of the live figure (one more is
+        always drawn when ``fit`` ends). Above 0, a redraw also waits nine
+        times as long as the last one took, so drawing never costs more
+        than about a tenth of the training time; 0 draws every record.
+
+    Attributes
+    ----------
+    history : GradientNormHistory
+    """
+
+    history_type = GradientNormHistory
+
+    def __init__(self, every=10, live=True, refresh_seconds=0.5):
+        super().__init__(every=every)
+        # Infinity is allowed: the figure is then drawn once, when training ends.
+        if not is_number(refresh_seconds, low=0, finite=False):
+            raise ValueError(f"refresh_seconds={refresh_seconds!r} must be a number of seconds >= 0, e.g. 0.5.")
+        if not isinstance(live, (bool, np.bool_)):
+            raise ValueError(f"live={live!r} must be True (draw while training) or False (record only).")
+        self.live = bool(live)
+        self.refresh_seconds = float(refresh_seconds)
+        self._screen = None
+
+    def plot(self, ax=None, title=None):
+        """The recorded norms as a Figure (see :meth:`GradientNormHistory.plot`)."""
+        return self.history.plot(ax=ax, title=title)
+
+    # -- Keras hooks: the recorder's, then the live figure ----------------------
+
+    def on_train_begin(self, logs=None):
+        self._screen = _LiveFigure(self.refresh_seconds) if self.live and in_notebook() else None
+        super().on_train_begin(logs)
+        if self._screen is not None:
+            self._screen.show(self.history)
+
+    def on_train_batch_end(self, batch, logs=None):
+        records = len(self.history)
+        super().on_train_batch_end(batch, logs)
+        if self._screen is not None and len(self.history) > records:
+            self._screen.show(self.history)
+
+    def on_train_end(self, logs=None):
+        super().on_train_end(logs)
+        if self._screen is not None:
+            self._screen.show(self.history, final=True)
+            self._screen = None
+
+    def _say(self, reason):
+        """Why nothing is recorded: in the live figure's caption where there is one (no stderr), else a warning."""
+        if self._screen is None:
+            super()._say(reason)
+        elif self._screen.image is not None:
+            self._screen.show(self.history, final=True)
+
+
+def describe(history):
+    """One line for the live caption: the last record of every layer."""
+    if not len(history):
+        return history.not_recorded or "Gradient norms: waiting for the first training step"
+    parts = []
+    for name, norm, dead in zip(history.layers, history.norms[-1], history.no_gradient[-1], strict=True):
+        parts.append(f"{name}: no gradient" if dead else f"{name}: {norm:.3g}")
+    text = f"Gradient norms at step {history.steps[-1]}: " + "; ".join(parts)
+    return f"{text}. {history.not_recorded}" if history.not_recorded else text
+
+
+class _LiveFigure:
+    """One figure shown once and then replaced in place, at most once per `refresh_seconds`."""
+
+    def __init__(self, refresh_seconds):
+        self.refresh_seconds = refresh_seconds
+        self.figure = new_figure()
+        self.ax = self.figure.subplots()
+        self.figure.subplots_adjust(left=0.11, right=0.97, bottom=0.15, top=0.9)
+        self.image = self.caption = None
+        self.last_drawn = 0.0
+        self.last_cost = 0.0  # seconds the last redraw took
+        self.redraws = 0
+
+    def show(self, history, final=False):
+        started = time.monotonic()
+        gap = max(self.refresh_seconds, 9 * self.last_cost) if self.refresh_seconds > 0 else 0.0
+        if self.image is not None and not final and started - self.last_drawn < gap:
+            return
+        from IPython.display import display
+
+        draw_gradient_norms(self.ax, history, title="Gradient norm per layer (live)")
+        text = describe(history)
+        image = {"image/png": base64.b64encode(figure_png(self.figure)).decode("ascii"), "text/plain": text}
+        caption = {
+            "text/html": (
+                f'<div class="workbook-gradient-monitor" data-frame="{self.redraws + 1}" '
+                f'style="font-family: monospace; font-size: 85%;">{html.escape(text)}</div>'
+            ),
+            "text/plain": text,
+        }
+        if self.image is None:
+            self.image = display(image, raw=True, display_id=True)
+            self.caption = display(caption, raw=True, display_id=True)
+        else:
+            self.image.update(image, raw=True)
+            self.caption.update(caption, raw=True)
+        self.redraws += 1
+        self.last_drawn = started
+        self.last_cost = time.monotonic() - started
