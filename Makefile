@@ -14,8 +14,9 @@ PORT   ?= 8888
 # `auto` is one per core. WORKERS=1 runs them one after another.
 WORKERS ?= auto
 export WORKERS
-# What make test-fast leaves out: notebook runs, nbgrader's round trip, the browser.
-FAST   := not notebook and not hub and not browser
+# What make test-fast leaves out: notebook runs, real kernels, nbgrader's round trip, the browser,
+# and training for epochs.
+FAST   := not notebook and not kernel and not hub and not browser and not slow
 
 .PHONY: lab test test-fast test-oldest lint format bench book assignments clean-venv help
 

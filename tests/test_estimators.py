@@ -488,6 +488,7 @@ TRAINING_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(TRAINING_CASES))
 def test_each_estimator_trains_the_autoencoder_below_the_mean_image_error(case, digits):
     make_bottleneck, epochs = TRAINING_CASES[case]
@@ -545,6 +546,7 @@ def test_saves_and_loads_in_safe_mode_and_keeps_training(bottleneck, digits, tmp
     loaded.fit(x_train[:128], x_train[:128], epochs=1, batch_size=64, verbose=0)
 
 
+@pytest.mark.slow
 def test_compare_bottlenecks_trains_discrete_bottlenecks_with_live_gradient_norms(digits):
     x_train, x_test = digits
     runs = workbook.compare_bottlenecks(

@@ -73,7 +73,7 @@ optimizer.apply_gradients(zip(tape.gradient(loss, cut.trainable_variables), cut.
 
 
 # The kernels are started once for the module's tests, which stay in one worker.
-pytestmark = pytest.mark.xdist_group("missing-gradients notebook")
+pytestmark = [pytest.mark.kernel, pytest.mark.xdist_group("missing-gradients notebook")]
 
 
 @pytest.fixture(scope="session")  # at most once per worker process

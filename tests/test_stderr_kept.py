@@ -160,7 +160,7 @@ VARIANTS = {"with setup()": "import workbook; workbook.setup(seed=0)", "without 
 
 
 # The kernels are started once for the module's tests, which stay in one worker.
-pytestmark = pytest.mark.xdist_group("stderr kernels")
+pytestmark = [pytest.mark.kernel, pytest.mark.xdist_group("stderr kernels")]
 
 
 @pytest.fixture(scope="session")  # at most once per worker process
