@@ -225,7 +225,7 @@ def escaper_source(base, course):
         pth=os.path.join(sysconfig.get_paths()["purelib"], "zz_workbook_attack.pth"),
         source=str(course / "source" / ASSIGNMENT / NOTEBOOK),
         classmate=str(course / "submitted" / "reference" / ASSIGNMENT / NOTEBOOK),
-        workbook_file=str(ROOT / "workbook" / "verdicts.py"),
+        workbook_file=str(ROOT / "workbook" / "course" / "verdicts.py"),
         marker=str(marker),
         points=list(POINTS),
     )
@@ -278,7 +278,7 @@ def hub(tmp_path_factory):
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
     nbformat.write(source, course / "source" / ASSIGNMENT / NOTEBOOK)
     source_bytes = (course / "source" / ASSIGNMENT / NOTEBOOK).read_bytes()
-    workbook_bytes = (ROOT / "workbook" / "verdicts.py").read_bytes()
+    workbook_bytes = (ROOT / "workbook" / "course" / "verdicts.py").read_bytes()
     run_nbgrader(course, instructor, "generate_assignment", ASSIGNMENT, "--force")
     run_nbgrader(course, instructor, "release_assignment", ASSIGNMENT)
     solutions = {nbgrader_meta(c)["grade_id"]: c for c in source.cells if nbgrader_meta(c).get("solution")}
@@ -324,7 +324,7 @@ def hub(tmp_path_factory):
             }
     after.update(
         source_unchanged=(course / "source" / ASSIGNMENT / NOTEBOOK).read_bytes() == source_bytes,
-        workbook_unchanged=(ROOT / "workbook" / "verdicts.py").read_bytes() == workbook_bytes,
+        workbook_unchanged=(ROOT / "workbook" / "course" / "verdicts.py").read_bytes() == workbook_bytes,
         pth=os.path.exists(os.path.join(sysconfig.get_paths()["purelib"], "zz_workbook_attack.pth")),
     )
     return dict(course=course, graded=graded, feedback=feedback, rows=rows, scores=scores, seconds=seconds, after=after)
