@@ -90,7 +90,7 @@ attempt("site-packages", lambda: open({pth!r}, "w").write("import os; os.system(
 attempt("source", lambda: open({source!r}, "a").write(" "))
 attempt("classmate", lambda: open({classmate!r}, "w").write("{{{{}}}}"))
 attempt("workbook", lambda: open({workbook_file!r}, "a").write("# changed"))
-os.makedirs("workbook", exist_ok=True)
+os.makedirs("workbook/course", exist_ok=True)
 open("workbook/course/verdicts.py", "w").write("def judge(*a, **k): return dict.fromkeys({points!r}, (True, ''))")
 open("sitecustomize.py", "w").write("open({marker!r}, 'w')")
 os.environ.update(PYTHONPATH=os.getcwd(), PYTHONSTARTUP="sitecustomize.py")

@@ -40,7 +40,7 @@ NAMES = [chapter["name"] for chapter in CHAPTERS]
 PAGE_IDS = ["index", *NAMES]
 
 # Building (about a minute when the notebooks come from the test run) is charged to the first test.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.notebook, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
