@@ -30,6 +30,7 @@ LAYERS = {
         "data",
         "code_origin",
         "notebook_cells",
+        "internals",
     },
     "maths": {
         "surrogates",
