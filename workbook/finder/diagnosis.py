@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbook.core.arguments import refuse, shown
+from workbook.core.internals import grappler_passes_off, kept_layer_attributes, restore_layer_attributes
 from workbook.finder.graph_walk import Traced, analyse, tf_variable
 from workbook.finder.layer_causes import explain_disconnected
 from workbook.finder.report import REASONS, Finding, GradientReport
-from workbook.finder.targets import all_layers, changed_attributes, prepare, restore_attributes, stateful_variables
+from workbook.finder.targets import all_layers, changed_attributes, prepare, stateful_variables
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 
@@ -65,16 +66,16 @@ def find_gradient_breaks(target, example, loss=None):
     followed = prepare(target, example, loss)
     layers = all_layers(target)
     snapshot = _snapshot(stateful_variables(target))
-    attributes = [(layer, dict(vars(layer))) for layer in layers]
-    try:
-        measurement = _trace_and_measure(followed)
-        changed = changed_attributes(attributes)
-        restore_attributes(attributes)
-        analysis = analyse(followed, traced=measurement.traced)
-    finally:
-        for variable, value in snapshot:  # a training-mode call may move statistics; put them back
-            variable.assign(value)
-        restore_attributes(attributes)  # a layer that stored a traced tensor on self would break later
+    # A layer that stored a traced tensor on self would break later: its attributes are put back.
+    with kept_layer_attributes(layers) as attributes:
+        try:
+            measurement = _trace_and_measure(followed)
+            changed = changed_attributes(attributes)
+            restore_layer_attributes(attributes)
+            analysis = analyse(followed, traced=measurement.traced)
+        finally:
+            for variable, value in snapshot:  # a training-mode call may move statistics; put them back
+                variable.assign(value)
     report = analysis.report
     report.description = followed.description
     for status in report.sources:
@@ -203,16 +204,8 @@ SKIPPED_GRAPPLER_PASSES = (
 
 def _run_once(concrete, arguments):
     """Run a concrete function once with the costly Grappler passes off, then put the options back."""
-    import tensorflow as tf
-
-    options = tf.config.optimizer.get_experimental_options()
-    tf.config.optimizer.set_experimental_options({name: False for name in SKIPPED_GRAPPLER_PASSES})
-    try:
+    with grappler_passes_off(SKIPPED_GRAPPLER_PASSES):
         return concrete(*arguments)
-    finally:
-        tf.config.optimizer.set_experimental_options(
-            {name: options.get(name, True) for name in SKIPPED_GRAPPLER_PASSES}
-        )
 
 
 def _measure_eagerly(followed):

@@ -7,6 +7,8 @@ instead of a bare graph, so that an op inside a ``tf.function``, a ``while`` loo
 with its own line, and values and gradients are followed in and out of the body.
 """
 
+from workbook.core.internals import control_flow_graph, custom_gradient_type, function_body
+
 CALL_OPS = {"PartitionedCall", "StatefulPartitionedCall"}
 WHILE_OPS = {"While", "StatelessWhile"}
 MAX_NESTING = 32
@@ -58,16 +60,15 @@ def _bodies(op):
     """The body graphs an op runs (None for an ordinary op, or a body that cannot be had)."""
     try:
         if op.type in WHILE_OPS:
-            graphs = [getattr(op, "_body_graph", None) or _function_graph(op, op.get_attr("body").name)]
+            graphs = [control_flow_graph(op, "body") or _function_graph(op, op.get_attr("body").name)]
         elif op.type in {"If", "StatelessIf"}:
             graphs = [
-                getattr(op, "_true_graph", None) or _function_graph(op, op.get_attr("then_branch").name),
-                getattr(op, "_false_graph", None) or _function_graph(op, op.get_attr("else_branch").name),
+                control_flow_graph(op, "then") or _function_graph(op, op.get_attr("then_branch").name),
+                control_flow_graph(op, "else") or _function_graph(op, op.get_attr("else_branch").name),
             ]
         elif op.type in {"Case", "StatelessCase"}:
-            graphs = getattr(op, "_branch_graphs", None) or [
-                _function_graph(op, function.name) for function in op.get_attr("branches")
-            ]
+            # TensorFlow keeps no Python graphs on a Case op: each branch comes from the library.
+            graphs = [_function_graph(op, function.name) for function in op.get_attr("branches")]
         elif op.type in CALL_OPS:
             if custom_gradient_type(op):
                 return None  # its own gradient is what backprop uses: ask that instead
@@ -79,24 +80,12 @@ def _bodies(op):
     return list(graphs) if graphs and all(graph is not None for graph in graphs) else None
 
 
-def custom_gradient_type(op):
-    try:
-        return op.get_attr("_gradient_op_type")
-    except ValueError:
-        return None
-
-
 def _function_graph(op, name):
     """The graph of the function called ``name``, looked up from ``op``'s graph outwards."""
     graph = op.graph
     while graph is not None:
-        function = graph._get_function(name)  # the function library has no public accessor
-        if function is not None:
-            body = getattr(function, "graph", None)
-            if body is None:
-                from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
-
-                body = function_def_to_graph(function.definition)
+        body = function_body(graph, name)
+        if body is not None:
             return body
         graph = getattr(graph, "outer_graph", None)
     return None

@@ -13,6 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from workbook.core import internals
 from workbook.core.code_origin import user_frame
 from workbook.finder.gradient_probe import InputGradient, gradient_pattern, is_float, signature
 from workbook.finder.graph_program import Program, custom_gradient_type
@@ -517,10 +518,8 @@ class BackwardWalk:
 
     def _visit_with_gradient_function(self, op, carried, inputs, level):
         """Ask TensorFlow's registered gradient function of ``op`` which inputs it reaches."""
-        from tensorflow.python.framework import ops as tf_ops
-
         try:
-            gradient_function = tf_ops.get_gradient_function(op)
+            gradient_function = internals.gradient_function(op)
         except LookupError as error:
             self._visit_unregistered(op, inputs, level, f"LookupError: {error}")
             return

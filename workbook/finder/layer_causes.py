@@ -10,6 +10,7 @@ import inspect
 import re
 
 from workbook.core.code_origin import is_library
+from workbook.core.internals import layer_attributes
 from workbook.finder.report import CAUSES, REASONS
 
 
@@ -59,7 +60,7 @@ def _cause(layer, status, changed):
     if weight is None:
         return None
     cls = type(layer)
-    attribute = next((name for name, value in vars(layer).items() if value is weight), None)
+    attribute = next((name for name, value in layer_attributes(layer).items() if value is weight), None)
     rebound_earlier = attribute is None  # by an earlier call: the attribute holds a tensor now
     if rebound_earlier:
         attribute = weight.name if isinstance(getattr(layer, weight.name, None), tf.Tensor) else None
@@ -85,7 +86,7 @@ def _built_tensor(layer):
     """("built_tensor", frame) for a tensor stored on the layer by build() or __init__, else None."""
     import tensorflow as tf
 
-    for name, value in vars(layer).items():
+    for name, value in layer_attributes(layer).items():
         if isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)) and not _is_variable(value):
             found = _found("built_tensor", type(layer), ("build", "__init__"), name)
             if found:

@@ -5,8 +5,11 @@ layer on its input; a model on ``(x, y)`` through the loss ``fit`` differentiate
 overridden ``train_step``, ``compute_loss``, the compiled loss, or a loss passed in).
 """
 
+import contextlib
 import inspect
 from dataclasses import dataclass
+
+from workbook.core import internals
 
 
 @dataclass
@@ -128,36 +131,32 @@ def _train_step_loss(model):
     import tensorflow as tf
 
     def call(*parts):
-        recorded = []
-        original = tf.GradientTape.gradient
-
-        def recording(tape, target, sources, *args, **kwargs):
-            recorded.append(target)
-            gradients = original(tape, target, sources, *args, **kwargs)
-            # What your own tape returned: None where it did not record the way (stop_recording).
-            call.missing = [
-                source.path
-                for source, gradient in zip(tf.nest.flatten(sources), tf.nest.flatten(gradients), strict=False)
-                if gradient is None and hasattr(source, "path")
-            ]
-            return gradients
-
         optimizer = model.optimizer
-        tf.GradientTape.gradient = recording
-        if optimizer is not None:
-            optimizer.__dict__["apply"] = lambda *args, **kwargs: None
-        try:
-            model.train_step(tuple(parts))
-        finally:
-            tf.GradientTape.gradient = original
-            if optimizer is not None:
-                optimizer.__dict__.pop("apply", None)
+        applies_nothing = (
+            contextlib.nullcontext()
+            if optimizer is None
+            else internals.instance_attribute(optimizer, "apply", lambda *args, **kwargs: None)
+        )
+        with internals.recorded_tape_gradients() as recorded, applies_nothing:
+            try:
+                model.train_step(tuple(parts))
+            finally:
+                if recorded:
+                    # What your own tape returned: None where it did not record the way (stop_recording).
+                    last = recorded[-1]
+                    call.missing = [
+                        source.path
+                        for source, gradient in zip(
+                            tf.nest.flatten(last.sources), tf.nest.flatten(last.gradients), strict=False
+                        )
+                        if gradient is None and hasattr(source, "path")
+                    ]
         if not recorded:
             raise ValueError(
                 f"{type(model).__name__}.train_step never called tape.gradient, so there is no loss to follow; "
                 "pass find_gradient_breaks(model, (x, y), loss=fn) instead."
             )
-        return recorded[-1]
+        return recorded[-1].target
 
     call.missing = []
     call.step = type(model).train_step
@@ -207,7 +206,7 @@ def all_layers(target):
         if id(layer) in seen:
             continue
         seen[id(layer)] = layer
-        for value in vars(layer).values():
+        for value in internals.layer_attributes(layer).values():
             values = value if isinstance(value, (list, tuple)) else [value]
             stack.extend(v for v in values if isinstance(v, keras.layers.Layer))
     return list(seen.values())
@@ -217,18 +216,7 @@ def changed_attributes(attributes):
     """(layer, attribute name, value before, value now) for each attribute a call rebound."""
     changed = []
     for layer, before in attributes:
-        for name, value in vars(layer).items():
+        for name, value in internals.layer_attributes(layer).items():
             if name in before and before[name] is not value:
                 changed.append((layer, name, before[name], value))
     return changed
-
-
-def restore_attributes(attributes):
-    """Put every layer attribute back as it was before the target was called."""
-    for layer, before in attributes:
-        now = vars(layer)
-        for name in [name for name in now if name not in before]:
-            del now[name]
-        for name, value in before.items():
-            if now.get(name, value) is not value or name not in now:
-                now[name] = value

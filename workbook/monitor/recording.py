@@ -79,6 +79,7 @@ import warnings
 import keras
 import numpy as np
 
+from workbook.core import internals
 from workbook.core.arguments import is_whole_number
 
 #: Attribute of Keras's train function that keeps the monitored step made for it.
@@ -306,7 +307,6 @@ class _MonitoredStep:
         self.state = StepState.NOT_RUN
         self.reached_optimizer = False  # set while tracing: the optimizer got this model's gradients
         self.calls = 0
-        self.replaced = None  # what model.train_function was when armed, put back by the call
 
         def call(iterator):
             """Installed as ``model.train_function`` for one batch: puts back what it replaced, then runs."""
@@ -319,6 +319,7 @@ class _MonitoredStep:
 
         setattr(call, _STEP, self)
         self.call = call
+        self.swap = internals.TrainFunctionSwap(model, call)  # call in model.train_function for one batch
         self.function = self._make_function()
 
     def _make_function(self):
@@ -334,13 +335,7 @@ class _MonitoredStep:
             self.counter.assign_add(1)
             return outputs
 
-        keras_function = model.train_function
-        try:
-            with _instance_attribute(model, "train_step", monitored_train_step):
-                model.make_train_function(force=True)
-            return model.train_function
-        finally:
-            model.train_function = keras_function
+        return internals.train_function_from(model, monitored_train_step)
 
     @contextlib.contextmanager
     def _recording_apply(self, optimizer):
@@ -357,7 +352,7 @@ class _MonitoredStep:
             self._record(zip(grads, list(variables), strict=False))
             return real_apply(grads, trainable_variables, *args, **kwargs)
 
-        with _instance_attribute(optimizer, "apply", apply):
+        with internals.instance_attribute(optimizer, "apply", apply):
             yield
 
     def _record(self, pairs):
@@ -381,33 +376,15 @@ class _MonitoredStep:
 
     def arm(self):
         """Make ``model.train_function`` this step for the next call; returns the count of calls so far."""
-        if self.model.train_function is not self.call:
-            self.replaced = self.model.train_function
-            self.model.train_function = self.call
+        self.swap.arm()
         return self.calls
 
     def disarm(self):
         """Put back what :meth:`arm` replaced, if it is still in place."""
-        if self.model.train_function is self.call:
-            self.model.train_function = self.replaced
+        self.swap.disarm()
 
     def steps_run(self):
         return int(self.counter.numpy())
 
     def norms(self):
         return np.sqrt(np.maximum(self.squares.numpy(), 0.0))
-
-
-@contextlib.contextmanager
-def _instance_attribute(owner, name, value):
-    """Set ``owner.name = value`` for the duration of a ``with``, then put back what was there."""
-    missing = object()
-    own = vars(owner).get(name, missing)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        if own is missing:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, own)

@@ -1,0 +1,234 @@
+"""Every use of a private or process-wide TensorFlow or Keras hook, in one place.
+
+Used by the monitor (03, 04) and by :func:`workbook.find_gradient_breaks` (03); nothing
+else in the package reaches into TensorFlow or Keras. Each entry says what it touches and
+why no public API serves; tests/test_internals.py pins each one, so a new TensorFlow or
+Keras that changes it fails there, by name, instead of deep inside a notebook. What is
+changed for a while is changed by a context manager that puts back exactly what it found,
+also when its body raises and when it is nested.
+"""
+
+import contextlib
+import enum
+from dataclasses import dataclass
+
+# -- Keras: a model's train step, its optimizer, its train function -------------------------
+
+
+@contextlib.contextmanager
+def instance_attribute(owner, name, value):
+    """Set ``owner.name = value`` on the object alone for a ``with``, then put back what was there.
+
+    Used for ``model.train_step`` and ``optimizer.apply``: Keras offers no hook that sees the
+    gradients a step hands its optimizer, but it looks both up on the instance at each call.
+    """
+    missing = object()
+    own = vars(owner).get(name, missing)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        if own is missing:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, own)
+
+
+def train_function_from(model, train_step):
+    """Keras's own train function for ``model``, built around ``train_step`` instead of the model's.
+
+    ``model.make_train_function(force=True)`` is the only way to have Keras wrap a step the
+    way ``fit`` runs it (distribution, steps per execution); it reads ``model.train_step`` and
+    writes ``model.train_function``, both put back here.
+    """
+    kept = model.train_function
+    try:
+        with instance_attribute(model, "train_step", train_step):
+            model.make_train_function(force=True)
+        return model.train_function
+    finally:
+        model.train_function = kept
+
+
+class Swap(enum.Enum):
+    """Whose function ``model.train_function`` is, as far as a :class:`TrainFunctionSwap` knows."""
+
+    UNPATCHED = "Keras's own: nothing of the monitor's is in place"
+    ARMED = "the monitor's call, for the next batch only: it puts Keras's back when it runs"
+
+
+class TrainFunctionSwap:
+    """``model.train_function`` replaced by ``call`` for one batch at a time.
+
+    ``fit`` looks ``model.train_function`` up again for every batch and offers no other way to
+    run a step of one's own in its place. The swap spans two callbacks (a batch's begin and
+    end), so it is a pair of methods, not a ``with``: :meth:`arm` puts ``call`` in place,
+    :meth:`disarm` (called first thing by ``call``, and at the batch's end) puts back what
+    was there. ``state`` says which of the two was last done.
+    """
+
+    def __init__(self, model, call):
+        self.model, self.call = model, call
+        self.replaced = None  # what model.train_function was when armed
+        self.state = Swap.UNPATCHED
+
+    def arm(self):
+        if self.model.train_function is not self.call:
+            self.replaced = self.model.train_function
+            self.model.train_function = self.call
+        self.state = Swap.ARMED
+
+    def disarm(self):
+        """Put back what :meth:`arm` replaced, if ``call`` is still in place (Keras may have made a new one)."""
+        if self.model.train_function is self.call:
+            self.model.train_function = self.replaced
+        self.replaced = None
+        self.state = Swap.UNPATCHED
+
+
+# -- TensorFlow: what a user's own train_step differentiates --------------------------------
+
+
+@dataclass
+class GradientCall:
+    """One call of ``tape.gradient``: its target, its sources, and what it returned."""
+
+    target: object
+    sources: object
+    gradients: object
+
+
+@contextlib.contextmanager
+def recorded_tape_gradients():
+    """Record every ``tf.GradientTape.gradient`` call made in the process during a ``with``.
+
+    The only way to learn which loss an overridden ``train_step`` differentiates is to watch
+    its ``tape.gradient`` call; TensorFlow has no hook for it, so the method is replaced on the
+    class (for every thread) and put back on exit. Yields the list the calls are appended to.
+    """
+    import tensorflow as tf
+
+    calls = []
+    original = tf.GradientTape.gradient
+
+    def recording(tape, target, sources, *args, **kwargs):
+        gradients = original(tape, target, sources, *args, **kwargs)
+        calls.append(GradientCall(target, sources, gradients))
+        return gradients
+
+    tf.GradientTape.gradient = recording
+    try:
+        yield calls
+    finally:
+        tf.GradientTape.gradient = original
+
+
+# -- Keras: a layer's attributes, as stored ---------------------------------------------------
+
+
+def layer_attributes(layer):
+    """The attributes stored on ``layer`` itself (its instance ``__dict__``, written in place).
+
+    Keras keeps a layer's attributes there and lists them nowhere public (its tracker is
+    private); writing the dict directly puts a value back without Keras tracking it again.
+    """
+    return vars(layer)
+
+
+def restore_layer_attributes(attributes):
+    """Put every layer's attributes back as in ``attributes``, pairs of (layer, dict copied before)."""
+    for layer, before in attributes:
+        now = layer_attributes(layer)
+        for name in [name for name in now if name not in before]:
+            del now[name]
+        for name, value in before.items():
+            if now.get(name, value) is not value or name not in now:
+                now[name] = value
+
+
+@contextlib.contextmanager
+def kept_layer_attributes(layers):
+    """Yield (layer, attributes before) pairs; on exit every layer has exactly those attributes again."""
+    attributes = [(layer, dict(layer_attributes(layer))) for layer in layers]
+    try:
+        yield attributes
+    finally:
+        restore_layer_attributes(attributes)
+
+
+# -- TensorFlow: Grappler, for the whole process ----------------------------------------------
+
+
+@contextlib.contextmanager
+def grappler_passes_off(names):
+    """Switch the Grappler passes ``names`` off for a ``with``, then put back each one's setting.
+
+    A concrete function takes no optimizer options of its own: ``tf.config.optimizer`` sets
+    them for the process. A pass that had no setting before gets none again (``None`` is
+    TensorFlow's "no setting", which leaves the pass at its default).
+    """
+    import tensorflow as tf
+
+    before = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options(dict.fromkeys(names, False))
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({name: before.get(name) for name in names})
+
+
+# -- TensorFlow: graphs, their functions, and gradient functions ------------------------------
+
+
+def function_body(graph, name):
+    """The graph of the function ``name`` in ``graph``'s own library, or None if it has none.
+
+    A call op names its function; ``graph._get_function`` is the library's only accessor. A
+    function loaded without its Python graph is rebuilt from its definition by TensorFlow's
+    ``function_def_to_graph``, which is not exported either.
+    """
+    function = graph._get_function(name)
+    if function is None:
+        return None
+    body = getattr(function, "graph", None)
+    if body is None:
+        from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
+
+        body = function_def_to_graph(function.definition)
+    return body
+
+
+#: The private attributes where TensorFlow keeps the body graphs of a traced control-flow op.
+CONTROL_FLOW_GRAPHS = {"body": "_body_graph", "then": "_true_graph", "else": "_false_graph"}
+
+
+def control_flow_graph(op, part):
+    """The body graph ``op`` was traced with (``part`` one of CONTROL_FLOW_GRAPHS), or None.
+
+    ``tf.while_loop`` and ``tf.cond`` keep their Python graphs on the op only (``tf.switch_case``
+    keeps none); without one a body is rebuilt from the library (:func:`function_body`).
+    """
+    return getattr(op, CONTROL_FLOW_GRAPHS[part], None)
+
+
+def custom_gradient_type(op):
+    """The name ``tf.custom_gradient`` registered ``op``'s gradient under, or None.
+
+    It is kept in the op's private attribute ``_gradient_op_type``; nothing public says
+    whether an op's gradient is a custom one.
+    """
+    try:
+        return op.get_attr("_gradient_op_type")
+    except ValueError:
+        return None
+
+
+def gradient_function(op):
+    """TensorFlow's registered gradient function of ``op``: None if registered as having none.
+
+    Raises LookupError for an op type with no registration. The registry has no public
+    accessor; ``tensorflow.python.framework.ops.get_gradient_function`` is what backprop uses.
+    """
+    from tensorflow.python.framework import ops as tf_ops
+
+    return tf_ops.get_gradient_function(op)
