@@ -14,7 +14,7 @@ import tensorflow as tf
 from keras import ops
 
 import workbook
-from workbook.diagnosis_report import CAUSES, OP_HINTS, REASONS
+from workbook.finder_hints import CAUSES, OP_HINTS, REASONS
 from workbook.gradients import value_and_gradient
 
 X = tf.constant(np.random.default_rng(0).normal(size=(4, 3)).astype("float32") * 2.0)

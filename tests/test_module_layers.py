@@ -43,6 +43,7 @@ LAYERS = {
         "graph_walk",
         "finder_targets",
         "layer_causes",
+        "finder_hints",
         "finder_advice",
         "diagnosis_report",
         "diagnosis",

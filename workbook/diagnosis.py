@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbook.arguments import refuse, shown
-from workbook.diagnosis_report import REASONS, Finding, GradientReport
+from workbook.diagnosis_report import REASONS, Finding, GradientReport, Rank
 from workbook.finder_targets import all_layers, changed_attributes, prepare, restore_attributes, stateful_variables
 from workbook.graph_walk import Traced, analyse, tf_variable
 from workbook.layer_causes import explain_disconnected
@@ -274,7 +274,7 @@ def _settle_unchecked(report, unchecked, failure):
     for status in report.sources:
         if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
             report.findings.append(_tape_finding(status, failure))
-    report.findings.sort(key=lambda finding: finding.order)
+    report.findings.sort(key=Finding.sort_key)
 
 
 def _not_recorded(report, call):
@@ -285,19 +285,22 @@ def _not_recorded(report, call):
         return
     frame = _source_line(call.step, "stop_recording(")
     reason = "not_recorded" if frame else "not_recorded_outside"
+    file, line, code = frame or (None, None, None)
     names = ", ".join(s.name for s in statuses)
     report.findings.insert(
         0,
         Finding(
-            "(your tape)",
-            names,
-            reason,
-            *(frame or (None, None, None)),
+            op_type="(your tape)",
+            op_name=names,
+            reason=reason,
+            file=file,
+            line=line,
+            code=code,
             hint=REASONS[reason].hint,
             detail=f"tape.gradient in {call.step.__qualname__} returned None for {names}: the tape did not "
             "record the way from them to the loss",
             cuts=list(dict.fromkeys(s.owner for s in statuses)),
-            order=-1,
+            rank=Rank.YOUR_TAPE,
         ),
     )
     for status in statuses:
@@ -328,9 +331,9 @@ def _no_silent_cut(report):
         finding.cuts = owners
     else:
         finding = Finding(
-            "(graph)",
-            ", ".join(s.name for s in cut),
-            "unexplained_cut",
+            op_type="(graph)",
+            op_name=", ".join(s.name for s in cut),
+            reason="unexplained_cut",
             hint=REASONS["unexplained_cut"].hint,
             detail=f"the graph reaches {', '.join(s.label for s in cut)} only through ops that pass no gradient",
             cuts=owners,
@@ -359,16 +362,13 @@ def _tape_finding(status, failure):
     reason = "gradient_error" if status.measured == "error" else "measured_none"
     detail = f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
     return Finding(
-        "(tape)",
-        status.name,
-        reason,
-        None,
-        None,
-        None,
-        REASONS[reason].hint,
-        f"{status.label}: {detail}",
-        [status.owner],
-        order=10**9,
+        op_type="(tape)",
+        op_name=status.name,
+        reason=reason,
+        hint=REASONS[reason].hint,
+        detail=f"{status.label}: {detail}",
+        cuts=[status.owner],
+        rank=Rank.TAPE,
     )
 
 

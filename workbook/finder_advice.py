@@ -1,7 +1,7 @@
 """Advice that fixes the code: a culprit's hint, read from the op, what its value feeds, and whose code it is.
 
 Introduced in 03_finding_gradient_killers.ipynb. A hint per op type (``OP_HINTS`` in
-:mod:`workbook.diagnosis_report`) is right for an op on its own; this module sharpens
+:mod:`workbook.finder_hints`) is right for an op on its own; this module sharpens
 it where the op is one step of something larger:
 
 - a metric used as a loss (IoU, Dice, AUC, an edit distance, an accuracy), named by the

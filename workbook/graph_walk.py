@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from workbook.code_origin import user_frame
-from workbook.diagnosis_report import OP_HINTS, REASONS, Finding, GradientReport, SourceStatus, untraceable_finding
+from workbook.diagnosis_report import Finding, GradientReport, SourceStatus, untraceable_finding
+from workbook.finder_hints import OP_HINTS, REASONS
 from workbook.gradient_probe import InputGradient, gradient_pattern, is_float, signature
 from workbook.graph_program import Program, custom_gradient_type
 
@@ -143,15 +144,15 @@ def _unregistered_report(error, op_type, sources):
     file, line, code = user_frame(traceback.extract_tb(error.__traceback__))
     message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
     finding = Finding(
-        op_type,
-        "(your tape.gradient)",
-        "no_gradient_registered",
-        file,
-        line,
-        code,
-        OP_HINTS.get(op_type, REASONS["no_gradient_registered"].hint),
-        f"your code's tape.gradient raised {message}: no gradient function is registered for {op_type}",
-        [status.owner for status in sources],
+        op_type=op_type,
+        op_name="(your tape.gradient)",
+        reason="no_gradient_registered",
+        file=file,
+        line=line,
+        code=code,
+        hint=OP_HINTS.get(op_type, REASONS["no_gradient_registered"].hint),
+        detail=f"your code's tape.gradient raised {message}: no gradient function is registered for {op_type}",
+        cuts=[status.owner for status in sources],
     )
     for status in sources:
         status.static = "cut"
@@ -232,7 +233,7 @@ def _findings(program, sources, breaks, hopeful):
         finding.detail += "; only an index made from it reaches the output, and an index carries no gradient"
         notes[:] = [note for note in notes if note.op_name != brk.op.name]
         findings.append(finding)
-    findings.sort(key=lambda finding: finding.order)
+    findings.sort(key=Finding.sort_key)
     return findings, notes, unchecked
 
 

@@ -10,7 +10,7 @@ import inspect
 import re
 
 from workbook.code_origin import is_library
-from workbook.diagnosis_report import CAUSES, REASONS
+from workbook.finder_hints import CAUSES, REASONS
 
 
 def explain_disconnected(report, layers, changed):
