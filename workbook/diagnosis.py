@@ -54,14 +54,7 @@ def find_gradient_breaks(target, example, loss=None):
     """
     import keras
 
-    if not callable(target):
-        raise ValueError(
-            f"target={target!r} is not something to trace; pass a Python function on tensors, "
-            "a Keras layer, or a Keras model."
-        )
-    if loss is not None and not callable(loss):
-        raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
-    _check_example(example)
+    _check_arguments(target, example, loss)
     followed = prepare(target, example, loss)
     layers = all_layers(target)
     snapshot = _snapshot(stateful_variables(target))
@@ -158,8 +151,7 @@ def _trace_and_measure(followed):
             return {"outputs": outputs, "flags": None}
         sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
         gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
-        flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
-        return {"outputs": outputs, "flags": flags}
+        return {"outputs": outputs, "flags": _nonzero_flags(gradients)}
 
     try:
         specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
@@ -168,15 +160,29 @@ def _trace_and_measure(followed):
     except Exception:
         return _measure_eagerly(followed)
     traced = Traced(concrete, concrete.structured_outputs["outputs"])
-    if not any(tf.is_tensor(tensor) for tensor in tf.nest.flatten(traced.outputs)):
-        returned = "None (is a `return` missing?)" if traced.outputs is None else shown(traced.outputs)
+    _check_returns_a_tensor(traced.outputs)
+    if flags is None:
+        return Measurement(traced=traced)
+    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}, traced)
+
+
+def _check_returns_a_tensor(outputs):
+    """Refuse a target that returned no tensor: there is nothing whose gradient to follow."""
+    import tensorflow as tf
+
+    if not any(tf.is_tensor(tensor) for tensor in tf.nest.flatten(outputs)):
+        returned = "None (is a `return` missing?)" if outputs is None else shown(outputs)
         raise ValueError(
             f"target returned {returned}, not a tensor: there is no output whose gradient could be "
             f"followed. It must return what it computes from its input."
         )
-    if flags is None:
-        return Measurement(traced=traced)
-    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}, traced)
+
+
+def _nonzero_flags(gradients):
+    """Per gradient: None where there is none, else a boolean tensor, True if any entry is not 0."""
+    import tensorflow as tf
+
+    return [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
 
 
 def _verdict(flowing):
@@ -220,21 +226,9 @@ def _measure_eagerly(followed):
     import tensorflow as tf
 
     inputs, variables = followed.inputs, followed.variables
-    failure = None
-    with tf.GradientTape(watch_accessed_variables=False) as tape:
-        tape.watch([tensor for _, tensor in inputs if tensor.dtype.is_floating])
-        tape.watch([tf_variable(variable) for variable in variables])
-        try:
-            scalar = _sum_of_float_outputs(followed.call(*followed.arguments))
-        except Exception as error:
-            failure = _first_line(error)
+    tape, scalar, failure = _call_under_a_tape(followed)
     if failure is not None:
-        try:
-            followed.call(*followed.arguments)
-        except Exception:
-            return Measurement()  # it fails without a tape too: tracing reports why
-        # It runs, but not under a GradientTape: building the gradient of a tf.function failed.
-        return _all_failed(inputs, variables, failure)
+        return _failed_under_the_tape(followed, failure)
     if scalar is None:
         return Measurement()
     sources = [tensor for _, tensor in inputs] + [tf_variable(v) for v in variables]
@@ -243,8 +237,32 @@ def _measure_eagerly(followed):
     except Exception as error:  # LookupError for an op with no gradient; any error from a gradient function
         return _all_failed(inputs, variables, _first_line(error))
     keys = _source_keys(inputs, variables)
-    flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
-    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)})
+    return Measurement({key: _verdict(flag) for key, flag in zip(keys, _nonzero_flags(gradients), strict=True)})
+
+
+def _call_under_a_tape(followed):
+    """(tape, sum of the float outputs, None), or (tape, None, the error's first line) if the call raised."""
+    import tensorflow as tf
+
+    scalar = failure = None
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch([tensor for _, tensor in followed.inputs if tensor.dtype.is_floating])
+        tape.watch([tf_variable(variable) for variable in followed.variables])
+        try:
+            scalar = _sum_of_float_outputs(followed.call(*followed.arguments))
+        except Exception as error:
+            failure = _first_line(error)
+    return tape, scalar, failure
+
+
+def _failed_under_the_tape(followed, failure):
+    """The Measurement when the call raised ``failure`` under the GradientTape."""
+    try:
+        followed.call(*followed.arguments)
+    except Exception:
+        return Measurement()  # it fails without a tape too: tracing reports why
+    # It runs, but not under a GradientTape: building the gradient of a tf.function failed.
+    return _all_failed(followed.inputs, followed.variables, failure)
 
 
 def _all_failed(inputs, variables, failure):
@@ -271,10 +289,25 @@ def _settle_unchecked(report, unchecked, failure):
             covered.update(id(s) for s in bad)
         else:
             report.notes.append(suspect.finding)
-    for status in report.sources:
-        if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
-            report.findings.append(_tape_finding(status, failure))
+    report.findings += [_tape_finding(status, failure) for status in _missed_by_the_tape(report.sources, covered)]
     report.findings.sort(key=Finding.sort_key)
+
+
+def _missed_by_the_tape(sources, covered):
+    """The sources the graph passes but the tape measured None for (or failed on), not yet in a finding."""
+    return [s for s in sources if s.static == "flowing" and s.measured in ("none", "error") and id(s) not in covered]
+
+
+def _check_arguments(target, example, loss):
+    """Refuse a target, example or loss the finder cannot follow, naming the argument."""
+    if not callable(target):
+        raise ValueError(
+            f"target={target!r} is not something to trace; pass a Python function on tensors, "
+            "a Keras layer, or a Keras model."
+        )
+    if loss is not None and not callable(loss):
+        raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
+    _check_example(example)
 
 
 def _not_recorded(report, call):

@@ -90,10 +90,7 @@ def analyse(target, traced=None):
     """Trace ``target`` (a finder_targets.Target) unless ``traced`` is given, walk backwards, report."""
     import tensorflow as tf
 
-    sources = [SourceStatus(key=("input", name), name=name, kind="input") for name, _ in target.inputs] + [
-        SourceStatus(key=("variable", id(v)), name=v.path, kind="variable", layer=target.layer_of.get(id(v)))
-        for v in target.variables
-    ]
+    sources = _sources(target)
     try:
         traced = traced or trace(target.call, target.arguments)
     except Exception as error:
@@ -105,15 +102,29 @@ def analyse(target, traced=None):
     walk = BackwardWalk(program, reach).run(sinks)
     hopeful = _judge_sources(sources, dict(target.inputs), source_tensors, walk.state, reach.of_all(sinks))
     findings, notes, unchecked = _findings(program, sources, walk.breaks, hopeful)
+    _add_source_findings(target, sources, (program, reach, sinks), findings, notes)
+    return Analysis(GradientReport(findings=findings, notes=notes, sources=sources), unchecked)
+
+
+def _add_source_findings(target, sources, walked, findings, notes):
+    """A finding for each disconnected source, and for each input that is not a float."""
     for index, status in enumerate(sources):
         if status.static == "disconnected":
-            findings.append(_disconnected_finding(program, reach, sinks, index, status))
+            findings.append(_disconnected_finding(*walked, index, status))
         elif status.static == "not a float":
             # An index or a mask among float inputs is normal; only integers is a mistake.
             alone = all(s.static == "not a float" for s in sources)
             dtype = dict(target.inputs)[status.name].dtype.name
             (findings if alone else notes).append(Finding.not_float(status, dtype))
-    return Analysis(GradientReport(findings=findings, notes=notes, sources=sources), unchecked)
+
+
+def _sources(target):
+    """A SourceStatus for each input and trainable variable of ``target``, inputs first."""
+    inputs = [SourceStatus(key=("input", name), name=name, kind="input") for name, _ in target.inputs]
+    return inputs + [
+        SourceStatus(key=("variable", id(v)), name=v.path, kind="variable", layer=target.layer_of.get(id(v)))
+        for v in target.variables
+    ]
 
 
 def _untraceable_report(error, sources):
