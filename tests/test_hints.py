@@ -15,7 +15,7 @@ from keras import ops
 
 import workbook
 from workbook.core.gradients import value_and_gradient
-from workbook.finder.report import CAUSES, OP_HINTS, REASONS
+from workbook.finder.hints import CAUSES, OP_HINTS, REASONS
 
 X = tf.constant(np.random.default_rng(0).normal(size=(4, 3)).astype("float32") * 2.0)
 VALUES = tf.constant(np.arange(12, dtype="float32").reshape(4, 3))

@@ -47,14 +47,19 @@ def is_number(value, low=None, high=None, include_low=True, include_high=True, f
     ``include_low``/``include_high`` say whether the bounds themselves are allowed;
     ``finite=False`` also allows infinity where it means something ("never").
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    # Every int is finite (and math.isfinite cannot convert one beyond a float's range).
-    if not isinstance(value, numbers.Integral) and (math.isnan(value) or (finite and math.isinf(value))):
+    if not _is_real(value, finite):
         return False
     above = low is None or (value >= low if include_low else value > low)
     below = high is None or (value <= high if include_high else value < high)
     return bool(above and below)
+
+
+def _is_real(value, finite):
+    """A real number that is not a bool, not NaN, and (when ``finite``) not infinite."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    # Every int is finite (and math.isfinite cannot convert one beyond a float's range).
+    return isinstance(value, numbers.Integral) or not (math.isnan(value) or (finite and math.isinf(value)))
 
 
 def check_range(argument, value):

@@ -100,21 +100,33 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
         Room for at least this many rows below the break, so that panels with fewer
         rows keep the same y-axis as the others.
     """
-    from matplotlib.ticker import MaxNLocator
-
     _remove_what_was_drawn(ax)
-    steps, norms, dead = history.steps, history.norms, history.no_gradient
+    steps, norms = history.steps, history.norms
     low, high = decades if decades is not None else decade_range(norms)
     high = max(high, low + 1)
     ax.set_yscale("log")
-    for j, name in enumerate(history.layers):
-        values = norms[:, j]
-        curve = np.where(np.isfinite(values) & (values > 0) & ~dead[:, j], values, np.nan)
-        if np.isfinite(curve).any():
-            ax.plot(steps, curve, color=LAYER_COLORS[j % len(LAYER_COLORS)], lw=1.8, label=name)
+    _draw_curves(ax, history)
     rows = rows_below_the_break(history)
     levels = [10.0 ** (low - 1 - 0.5 * i) for i in range(len(rows))]
     _draw_rows(ax, steps, rows, levels)
+    _draw_ticks_and_break(ax, rows, levels, low, high)
+    lowest_row = max(len(rows), reserve_rows) - 1
+    bottom = (10.0 ** (low - 1 - 0.5 * lowest_row) if lowest_row >= 0 else 10.0**low) / 10**0.3
+    ax.set_ylim(bottom, 10.0**high * 1.2)
+    _finish_axes(ax, steps, title, legend)
+
+
+def _draw_curves(ax, history):
+    """One line per layer, through its steps with a positive, finite gradient norm."""
+    for j, name in enumerate(history.layers):
+        values = history.norms[:, j]
+        curve = np.where(np.isfinite(values) & (values > 0) & ~history.no_gradient[:, j], values, np.nan)
+        if np.isfinite(curve).any():
+            ax.plot(history.steps, curve, color=LAYER_COLORS[j % len(LAYER_COLORS)], lw=1.8, label=name)
+
+
+def _draw_ticks_and_break(ax, rows, levels, low, high):
+    """The decades' ticks, each row's tick in its colour, and the dashed axis break above the rows."""
     decade_ticks = [10.0**k for k in range(low, high + 1)]
     ax.set_yticks(
         decade_ticks + levels, [f"$10^{{{k}}}$" for k in range(low, high + 1)] + [tick for _, tick, *_ in rows]
@@ -126,9 +138,12 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
     ax.minorticks_off()
     if rows:
         ax.axhline(10.0 ** (low - 0.5), color="gray", ls=(0, (6, 3)), lw=1)  # the axis break
-    lowest_row = max(len(rows), reserve_rows) - 1
-    bottom = (10.0 ** (low - 1 - 0.5 * lowest_row) if lowest_row >= 0 else 10.0**low) / 10**0.3
-    ax.set_ylim(bottom, 10.0**high * 1.2)
+
+
+def _finish_axes(ax, steps, title, legend):
+    """The x range (or a note that no step came yet), the labels, title, legend and grid."""
+    from matplotlib.ticker import MaxNLocator
+
     if len(steps):
         ax.set_xlim(steps.min() - 0.5, steps.max() + 0.5)
     else:

@@ -201,12 +201,7 @@ class GuardedExecute(Execute):
     def _apply_verdicts(self, nb, box, ours):
         """Set each judged cell's outcome from the grader's verdict; the kernel's own can only cost points."""
         artifacts = ours / ARTIFACTS_FOLDER
-        source = box.work / ARTIFACTS_FOLDER
-        artifacts.mkdir()
-        if source.is_dir() and not source.is_symlink():  # the kernel and all it started have ended
-            for path in source.iterdir():
-                if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_ARTIFACT_BYTES:
-                    shutil.copyfile(path, artifacts / path.name, follow_symlinks=False)
+        _copy_artifacts(box.work / ARTIFACTS_FOLDER, artifacts)
         try:
             verdicts = run_verdicts(ours / PROBE_FILE, artifacts, self._training_seconds())
         except Exception as error:
@@ -223,6 +218,15 @@ class GuardedExecute(Execute):
                 cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=message + "\n"))
             else:
                 cell.outputs.insert(0, _error("NotPassed", message))
+
+
+def _copy_artifacts(source, artifacts):
+    """Copy the plain files (none too big, no links) the hidden tests wrote in ``source`` into ``artifacts``."""
+    artifacts.mkdir()
+    if source.is_dir() and not source.is_symlink():  # the kernel and all it started have ended
+        for path in source.iterdir():
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_ARTIFACT_BYTES:
+                shutil.copyfile(path, artifacts / path.name, follow_symlinks=False)
 
 
 class OverwriteReleasedCells(OverwriteCells):

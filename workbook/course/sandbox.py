@@ -100,11 +100,7 @@ def sandbox_command(box, command, hidden=(), user_env=None):
     if box.uid is not None:
         prefix = ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups", "--"]
     arguments = [*prefix, "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for folder in sorted({*_ALWAYS_HIDDEN, *map(str, hidden)}):
-        if os.path.isdir(folder) and not _holds_the_python(folder):
-            arguments += ["--tmpfs", folder]
-            if folder not in _ALWAYS_HIDDEN:  # empty and read-only; the temporary folders stay writable
-                arguments += ["--remount-ro", folder]
+    arguments += _hiding(hidden)
     arguments += ["--bind", str(box.root), str(box.root)]
     arguments += [
         "--unshare-all",
@@ -117,7 +113,27 @@ def sandbox_command(box, command, hidden=(), user_env=None):
     ]
     if box.uid is None and os.geteuid() == 0:
         arguments += ["--uid", "65534", "--gid", "65534"]
-    env = {
+    for name, value in sorted(_sandbox_env(box, user_env).items()):
+        arguments += ["--setenv", name, value]
+    # The kernel's own start-up lines (the grader's log is not the place for them); what its
+    # cells print reaches the notebook through the kernel's messages, not these streams.
+    return [*arguments, "--", "sh", "-c", 'exec "$@" >/dev/null 2>&1', "sh", *command]
+
+
+def _hiding(hidden):
+    """bwrap's arguments that empty each hidden folder (and make the ones asked for read-only)."""
+    arguments = []
+    for folder in sorted({*_ALWAYS_HIDDEN, *map(str, hidden)}):
+        if os.path.isdir(folder) and not _holds_the_python(folder):
+            arguments += ["--tmpfs", folder]
+            if folder not in _ALWAYS_HIDDEN:  # empty and read-only; the temporary folders stay writable
+                arguments += ["--remount-ro", folder]
+    return arguments
+
+
+def _sandbox_env(box, user_env):
+    """The only environment the kernel gets: a home in the box, a short PATH, and ``user_env``."""
+    return {
         "HOME": str(box.home),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
         "LANG": "C.UTF-8",
@@ -126,11 +142,6 @@ def sandbox_command(box, command, hidden=(), user_env=None):
         **({"NBGRADER_EXECUTION": os.environ["NBGRADER_EXECUTION"]} if "NBGRADER_EXECUTION" in os.environ else {}),
         **(user_env or {}),
     }
-    for name, value in sorted(env.items()):
-        arguments += ["--setenv", name, value]
-    # The kernel's own start-up lines (the grader's log is not the place for them); what its
-    # cells print reaches the notebook through the kernel's messages, not these streams.
-    return [*arguments, "--", "sh", "-c", 'exec "$@" >/dev/null 2>&1', "sh", *command]
 
 
 def _holds_the_python(folder):

@@ -61,26 +61,36 @@ def _read(folder, name):
 
 def _recorded(folder, grade_id):
     """(arrays, answers) the hidden test of ``grade_id`` recorded; either may be None."""
-    import io
 
     raw_arrays, raw_answers = _read(folder, f"{grade_id}.npz"), _read(folder, f"{grade_id}.json")
-    arrays = answers = None
-    if raw_arrays is not None:
-        try:
-            with np.load(io.BytesIO(raw_arrays), allow_pickle=False) as stored:
-                arrays = {name: stored[name] for name in stored.files}
-        except Exception as error:
-            raise Unreadable(f"{grade_id}.npz is not an array file ({type(error).__name__})") from None
-        if any(array.dtype != np.float32 for array in arrays.values()):
-            raise Unreadable(f"{grade_id}.npz holds arrays that are not float32")
-    if raw_answers is not None:
-        try:
-            answers = json.loads(raw_answers)
-        except ValueError:
-            raise Unreadable(f"{grade_id}.json is not JSON") from None
-        if not isinstance(answers, dict) or not all(isinstance(v, str) for v in answers.values()):
-            raise Unreadable(f"{grade_id}.json does not hold strings")
+    arrays = None if raw_arrays is None else _recorded_arrays(grade_id, raw_arrays)
+    answers = None if raw_answers is None else _recorded_answers(grade_id, raw_answers)
     return arrays, answers
+
+
+def _recorded_arrays(grade_id, raw):
+    """The float32 arrays in the bytes of ``grade_id``.npz, or Unreadable."""
+    import io
+
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+    except Exception as error:
+        raise Unreadable(f"{grade_id}.npz is not an array file ({type(error).__name__})") from None
+    if any(array.dtype != np.float32 for array in arrays.values()):
+        raise Unreadable(f"{grade_id}.npz holds arrays that are not float32")
+    return arrays
+
+
+def _recorded_answers(grade_id, raw):
+    """The {name: string} in the bytes of ``grade_id``.json, or Unreadable."""
+    try:
+        answers = json.loads(raw)
+    except ValueError:
+        raise Unreadable(f"{grade_id}.json is not JSON") from None
+    if not isinstance(answers, dict) or not all(isinstance(v, str) for v in answers.values()):
+        raise Unreadable(f"{grade_id}.json does not hold strings")
+    return answers
 
 
 def _probe(path):
@@ -199,6 +209,17 @@ def _bundled_test_images():
     return x_test
 
 
+def _recorded_weights(arrays, model):
+    """(weights, None) if ``arrays`` fit ``model``'s layers and are finite, else (None, the verdict's message)."""
+    shapes = [tuple(weight.shape) for weight in model.get_weights()]
+    weights = [arrays.get(f"weight_{i}") for i in range(len(shapes))]
+    if len(arrays) != len(shapes) or any(w is None or w.shape != s for w, s in zip(weights, shapes, strict=True)):
+        return None, "✗ part (c) is measured on workbook.autoencoder(bottleneck=...)'s layers; model has others."
+    if not all(np.all(np.isfinite(weight)) for weight in weights):
+        return None, "✗ part (c): model's weights are not all finite."
+    return weights, None
+
+
 def _reconstruction_verdict(arrays, answers, training_seconds):
     from workbook.lab.models import autoencoder
 
@@ -208,12 +229,9 @@ def _reconstruction_verdict(arrays, answers, training_seconds):
     if training_seconds is None:
         return False, "✗ part (c): the grader has no time for the training."
     model = autoencoder(bottleneck=reference_quantizer)
-    shapes = [tuple(weight.shape) for weight in model.get_weights()]
-    weights = [arrays.get(f"weight_{i}") for i in range(len(shapes))]
-    if len(arrays) != len(shapes) or any(w is None or w.shape != s for w, s in zip(weights, shapes, strict=True)):
-        return False, "✗ part (c) is measured on workbook.autoencoder(bottleneck=...)'s layers; model has others."
-    if not all(np.all(np.isfinite(weight)) for weight in weights):
-        return False, "✗ part (c): model's weights are not all finite."
+    weights, refused = _recorded_weights(arrays, model)
+    if refused:
+        return False, refused
     model.set_weights(weights)
     x_test = _bundled_test_images()
     reconstructions = np.asarray(model.predict(x_test, batch_size=250, verbose=0), dtype="float64")

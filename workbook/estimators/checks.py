@@ -48,14 +48,7 @@ def check_gumbel_softmax_st(fn, taus=(0.3, 1.0, 3.0), n_samples=2000, seed=0, at
     """
     import tensorflow as tf
 
-    owner = "check_gumbel_softmax_st"
-    check_callable("fn", fn, "your function fn(logits, noise, tau)", owner)
-    if isinstance(taus, (str, numbers.Number)) or not hasattr(taus, "__len__") or len(taus) == 0:
-        refuse("taus", taus, "a non-empty list of temperatures, e.g. taus=(0.3, 1.0, 3.0)", owner)
-    taus = [check_tau(tau, owner) for tau in taus]
-    check_count("n_samples", n_samples, low=1, high=100_000, owner=owner)
-    check_seed(seed, owner=owner)
-    check_tolerance("atol", atol, owner)
+    taus = _checked_arguments(fn, taus, n_samples, seed, atol)
 
     from workbook.estimators.bias_variance import make_problem
 
@@ -75,19 +68,7 @@ def check_gumbel_softmax_st(fn, taus=(0.3, 1.0, 3.0), n_samples=2000, seed=0, at
         except Exception as error:
             print(f"✗ {name}(logits, noise, tau={tau}) raised {type(error).__name__}: {error}")
             return False
-        z = np.asarray(z)
-        expected = np.eye(5)[np.argmax(logits + noise, axis=-1)]
-        if z.shape != expected.shape or not np.allclose(z, expected, atol=atol):
-            row = (
-                int(np.argmax(np.abs(np.reshape(z, expected.shape) - expected).max(axis=-1)))
-                if z.shape == expected.shape
-                else 0
-            )
-            print(
-                f"✗ Forward at tau={tau}: expected the one-hot sample one_hot(argmax(logits + noise)); "
-                f"for logits {np.round(logits[row], 3)} and noise {np.round(noise[row], 3)} the answer is "
-                f"{expected[row]}, got {np.round(np.reshape(z, (-1, 5))[row] if z.size == expected.size else z, 3)}."
-            )
+        if not _forward_is_the_sample(np.asarray(z), logits, noise, tau, atol):
             return False
         y = _softmax((logits + noise) / tau)
         expected_gradient = y * (weights - np.sum(weights * y, axis=-1, keepdims=True)) / tau
@@ -132,3 +113,31 @@ def check_gumbel_softmax_st(fn, taus=(0.3, 1.0, 3.0), n_samples=2000, seed=0, at
         f"(tau={tau}, {n_samples} samples): bias {bias:.3f}, relative {bias / np.linalg.norm(exact):.0%}."
     )
     return True
+
+
+def _checked_arguments(fn, taus, n_samples, seed, atol):
+    """Refuse check_gumbel_softmax_st's bad arguments by name; return the temperatures as floats."""
+    owner = "check_gumbel_softmax_st"
+    check_callable("fn", fn, "your function fn(logits, noise, tau)", owner)
+    if isinstance(taus, (str, numbers.Number)) or not hasattr(taus, "__len__") or len(taus) == 0:
+        refuse("taus", taus, "a non-empty list of temperatures, e.g. taus=(0.3, 1.0, 3.0)", owner)
+    taus = [check_tau(tau, owner) for tau in taus]
+    check_count("n_samples", n_samples, low=1, high=100_000, owner=owner)
+    check_seed(seed, owner=owner)
+    check_tolerance("atol", atol, owner)
+    return taus
+
+
+def _forward_is_the_sample(z, logits, noise, tau, atol):
+    """True if ``z`` is one_hot(argmax(logits + noise)); else prints the first row that differs."""
+    expected = np.eye(5)[np.argmax(logits + noise, axis=-1)]
+    if z.shape == expected.shape and np.allclose(z, expected, atol=atol):
+        return True
+    same_shape = z.shape == expected.shape
+    row = int(np.argmax(np.abs(np.reshape(z, expected.shape) - expected).max(axis=-1))) if same_shape else 0
+    print(
+        f"✗ Forward at tau={tau}: expected the one-hot sample one_hot(argmax(logits + noise)); "
+        f"for logits {np.round(logits[row], 3)} and noise {np.round(noise[row], 3)} the answer is "
+        f"{expected[row]}, got {np.round(np.reshape(z, (-1, 5))[row] if z.size == expected.size else z, 3)}."
+    )
+    return False

@@ -2,6 +2,7 @@
 
 Introduced in 03_finding_gradient_killers.ipynb. A hint per op type (``OP_HINTS`` in
 :mod:`workbook.finder.report`) is right for an op on its own; this module sharpens
+:mod:`workbook.finder.hints`) is right for an op on its own; this module sharpens
 it where the op is one step of something larger:
 
 - a metric used as a loss (IoU, Dice, AUC, an edit distance, an accuracy), named by the

@@ -22,7 +22,7 @@ from workbook.core.arguments import refuse, shown
 from workbook.core.internals import grappler_passes_off, kept_layer_attributes, restore_layer_attributes
 from workbook.finder.graph_walk import Traced, analyse, tf_variable
 from workbook.finder.layer_causes import explain_disconnected
-from workbook.finder.report import REASONS, Finding, GradientReport
+from workbook.finder.report import REASONS, Finding, GradientReport, Rank
 from workbook.finder.targets import all_layers, changed_attributes, prepare, stateful_variables
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
@@ -55,14 +55,7 @@ def find_gradient_breaks(target, example, loss=None):
     """
     import keras
 
-    if not callable(target):
-        raise ValueError(
-            f"target={target!r} is not something to trace; pass a Python function on tensors, "
-            "a Keras layer, or a Keras model."
-        )
-    if loss is not None and not callable(loss):
-        raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
-    _check_example(example)
+    _check_arguments(target, example, loss)
     followed = prepare(target, example, loss)
     layers = all_layers(target)
     snapshot = _snapshot(stateful_variables(target))
@@ -159,8 +152,7 @@ def _trace_and_measure(followed):
             return {"outputs": outputs, "flags": None}
         sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
         gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
-        flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
-        return {"outputs": outputs, "flags": flags}
+        return {"outputs": outputs, "flags": _nonzero_flags(gradients)}
 
     try:
         specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
@@ -169,15 +161,29 @@ def _trace_and_measure(followed):
     except Exception:
         return _measure_eagerly(followed)
     traced = Traced(concrete, concrete.structured_outputs["outputs"])
-    if not any(tf.is_tensor(tensor) for tensor in tf.nest.flatten(traced.outputs)):
-        returned = "None (is a `return` missing?)" if traced.outputs is None else shown(traced.outputs)
+    _check_returns_a_tensor(traced.outputs)
+    if flags is None:
+        return Measurement(traced=traced)
+    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}, traced)
+
+
+def _check_returns_a_tensor(outputs):
+    """Refuse a target that returned no tensor: there is nothing whose gradient to follow."""
+    import tensorflow as tf
+
+    if not any(tf.is_tensor(tensor) for tensor in tf.nest.flatten(outputs)):
+        returned = "None (is a `return` missing?)" if outputs is None else shown(outputs)
         raise ValueError(
             f"target returned {returned}, not a tensor: there is no output whose gradient could be "
             f"followed. It must return what it computes from its input."
         )
-    if flags is None:
-        return Measurement(traced=traced)
-    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}, traced)
+
+
+def _nonzero_flags(gradients):
+    """Per gradient: None where there is none, else a boolean tensor, True if any entry is not 0."""
+    import tensorflow as tf
+
+    return [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
 
 
 def _verdict(flowing):
@@ -213,21 +219,9 @@ def _measure_eagerly(followed):
     import tensorflow as tf
 
     inputs, variables = followed.inputs, followed.variables
-    failure = None
-    with tf.GradientTape(watch_accessed_variables=False) as tape:
-        tape.watch([tensor for _, tensor in inputs if tensor.dtype.is_floating])
-        tape.watch([tf_variable(variable) for variable in variables])
-        try:
-            scalar = _sum_of_float_outputs(followed.call(*followed.arguments))
-        except Exception as error:
-            failure = _first_line(error)
+    tape, scalar, failure = _call_under_a_tape(followed)
     if failure is not None:
-        try:
-            followed.call(*followed.arguments)
-        except Exception:
-            return Measurement()  # it fails without a tape too: tracing reports why
-        # It runs, but not under a GradientTape: building the gradient of a tf.function failed.
-        return _all_failed(inputs, variables, failure)
+        return _failed_under_the_tape(followed, failure)
     if scalar is None:
         return Measurement()
     sources = [tensor for _, tensor in inputs] + [tf_variable(v) for v in variables]
@@ -236,8 +230,32 @@ def _measure_eagerly(followed):
     except Exception as error:  # LookupError for an op with no gradient; any error from a gradient function
         return _all_failed(inputs, variables, _first_line(error))
     keys = _source_keys(inputs, variables)
-    flags = [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
-    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)})
+    return Measurement({key: _verdict(flag) for key, flag in zip(keys, _nonzero_flags(gradients), strict=True)})
+
+
+def _call_under_a_tape(followed):
+    """(tape, sum of the float outputs, None), or (tape, None, the error's first line) if the call raised."""
+    import tensorflow as tf
+
+    scalar = failure = None
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch([tensor for _, tensor in followed.inputs if tensor.dtype.is_floating])
+        tape.watch([tf_variable(variable) for variable in followed.variables])
+        try:
+            scalar = _sum_of_float_outputs(followed.call(*followed.arguments))
+        except Exception as error:
+            failure = _first_line(error)
+    return tape, scalar, failure
+
+
+def _failed_under_the_tape(followed, failure):
+    """The Measurement when the call raised ``failure`` under the GradientTape."""
+    try:
+        followed.call(*followed.arguments)
+    except Exception:
+        return Measurement()  # it fails without a tape too: tracing reports why
+    # It runs, but not under a GradientTape: building the gradient of a tf.function failed.
+    return _all_failed(followed.inputs, followed.variables, failure)
 
 
 def _all_failed(inputs, variables, failure):
@@ -264,10 +282,25 @@ def _settle_unchecked(report, unchecked, failure):
             covered.update(id(s) for s in bad)
         else:
             report.notes.append(suspect.finding)
-    for status in report.sources:
-        if status.static == "flowing" and status.measured in ("none", "error") and id(status) not in covered:
-            report.findings.append(_tape_finding(status, failure))
-    report.findings.sort(key=lambda finding: finding.order)
+    report.findings += [_tape_finding(status, failure) for status in _missed_by_the_tape(report.sources, covered)]
+    report.findings.sort(key=Finding.sort_key)
+
+
+def _missed_by_the_tape(sources, covered):
+    """The sources the graph passes but the tape measured None for (or failed on), not yet in a finding."""
+    return [s for s in sources if s.static == "flowing" and s.measured in ("none", "error") and id(s) not in covered]
+
+
+def _check_arguments(target, example, loss):
+    """Refuse a target, example or loss the finder cannot follow, naming the argument."""
+    if not callable(target):
+        raise ValueError(
+            f"target={target!r} is not something to trace; pass a Python function on tensors, "
+            "a Keras layer, or a Keras model."
+        )
+    if loss is not None and not callable(loss):
+        raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
+    _check_example(example)
 
 
 def _not_recorded(report, call):
@@ -278,19 +311,22 @@ def _not_recorded(report, call):
         return
     frame = _source_line(call.step, "stop_recording(")
     reason = "not_recorded" if frame else "not_recorded_outside"
+    file, line, code = frame or (None, None, None)
     names = ", ".join(s.name for s in statuses)
     report.findings.insert(
         0,
         Finding(
-            "(your tape)",
-            names,
-            reason,
-            *(frame or (None, None, None)),
+            op_type="(your tape)",
+            op_name=names,
+            reason=reason,
+            file=file,
+            line=line,
+            code=code,
             hint=REASONS[reason].hint,
             detail=f"tape.gradient in {call.step.__qualname__} returned None for {names}: the tape did not "
             "record the way from them to the loss",
             cuts=list(dict.fromkeys(s.owner for s in statuses)),
-            order=-1,
+            rank=Rank.YOUR_TAPE,
         ),
     )
     for status in statuses:
@@ -321,9 +357,9 @@ def _no_silent_cut(report):
         finding.cuts = owners
     else:
         finding = Finding(
-            "(graph)",
-            ", ".join(s.name for s in cut),
-            "unexplained_cut",
+            op_type="(graph)",
+            op_name=", ".join(s.name for s in cut),
+            reason="unexplained_cut",
             hint=REASONS["unexplained_cut"].hint,
             detail=f"the graph reaches {', '.join(s.label for s in cut)} only through ops that pass no gradient",
             cuts=owners,
@@ -352,16 +388,13 @@ def _tape_finding(status, failure):
     reason = "gradient_error" if status.measured == "error" else "measured_none"
     detail = f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
     return Finding(
-        "(tape)",
-        status.name,
-        reason,
-        None,
-        None,
-        None,
-        REASONS[reason].hint,
-        f"{status.label}: {detail}",
-        [status.owner],
-        order=10**9,
+        op_type="(tape)",
+        op_name=status.name,
+        reason=reason,
+        hint=REASONS[reason].hint,
+        detail=f"{status.label}: {detail}",
+        cuts=[status.owner],
+        rank=Rank.TAPE,
     )
 
 

@@ -17,7 +17,8 @@ from workbook.core import internals
 from workbook.core.code_origin import user_frame
 from workbook.finder.gradient_probe import InputGradient, gradient_pattern, is_float, signature
 from workbook.finder.graph_program import Program, custom_gradient_type
-from workbook.finder.report import OP_HINTS, REASONS, Finding, GradientReport, SourceStatus, untraceable_finding
+from workbook.finder.hints import OP_HINTS, REASONS
+from workbook.finder.report import Finding, GradientReport, SourceStatus, untraceable_finding
 
 
 class Flow(IntEnum):
@@ -90,10 +91,7 @@ def analyse(target, traced=None):
     """Trace ``target`` (a finder_targets.Target) unless ``traced`` is given, walk backwards, report."""
     import tensorflow as tf
 
-    sources = [SourceStatus(key=("input", name), name=name, kind="input") for name, _ in target.inputs] + [
-        SourceStatus(key=("variable", id(v)), name=v.path, kind="variable", layer=target.layer_of.get(id(v)))
-        for v in target.variables
-    ]
+    sources = _sources(target)
     try:
         traced = traced or trace(target.call, target.arguments)
     except Exception as error:
@@ -105,15 +103,29 @@ def analyse(target, traced=None):
     walk = BackwardWalk(program, reach).run(sinks)
     hopeful = _judge_sources(sources, dict(target.inputs), source_tensors, walk.state, reach.of_all(sinks))
     findings, notes, unchecked = _findings(program, sources, walk.breaks, hopeful)
+    _add_source_findings(target, sources, (program, reach, sinks), findings, notes)
+    return Analysis(GradientReport(findings=findings, notes=notes, sources=sources), unchecked)
+
+
+def _add_source_findings(target, sources, walked, findings, notes):
+    """A finding for each disconnected source, and for each input that is not a float."""
     for index, status in enumerate(sources):
         if status.static == "disconnected":
-            findings.append(_disconnected_finding(program, reach, sinks, index, status))
+            findings.append(_disconnected_finding(*walked, index, status))
         elif status.static == "not a float":
             # An index or a mask among float inputs is normal; only integers is a mistake.
             alone = all(s.static == "not a float" for s in sources)
             dtype = dict(target.inputs)[status.name].dtype.name
             (findings if alone else notes).append(Finding.not_float(status, dtype))
-    return Analysis(GradientReport(findings=findings, notes=notes, sources=sources), unchecked)
+
+
+def _sources(target):
+    """A SourceStatus for each input and trainable variable of ``target``, inputs first."""
+    inputs = [SourceStatus(key=("input", name), name=name, kind="input") for name, _ in target.inputs]
+    return inputs + [
+        SourceStatus(key=("variable", id(v)), name=v.path, kind="variable", layer=target.layer_of.get(id(v)))
+        for v in target.variables
+    ]
 
 
 def _untraceable_report(error, sources):
@@ -144,15 +156,15 @@ def _unregistered_report(error, op_type, sources):
     file, line, code = user_frame(traceback.extract_tb(error.__traceback__))
     message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
     finding = Finding(
-        op_type,
-        "(your tape.gradient)",
-        "no_gradient_registered",
-        file,
-        line,
-        code,
-        OP_HINTS.get(op_type, REASONS["no_gradient_registered"].hint),
-        f"your code's tape.gradient raised {message}: no gradient function is registered for {op_type}",
-        [status.owner for status in sources],
+        op_type=op_type,
+        op_name="(your tape.gradient)",
+        reason="no_gradient_registered",
+        file=file,
+        line=line,
+        code=code,
+        hint=OP_HINTS.get(op_type, REASONS["no_gradient_registered"].hint),
+        detail=f"your code's tape.gradient raised {message}: no gradient function is registered for {op_type}",
+        cuts=[status.owner for status in sources],
     )
     for status in sources:
         status.static = "cut"
@@ -233,7 +245,7 @@ def _findings(program, sources, breaks, hopeful):
         finding.detail += "; only an index made from it reaches the output, and an index carries no gradient"
         notes[:] = [note for note in notes if note.op_name != brk.op.name]
         findings.append(finding)
-    findings.sort(key=lambda finding: finding.order)
+    findings.sort(key=Finding.sort_key)
     return findings, notes, unchecked
 
 

@@ -11,7 +11,7 @@ import re
 
 from workbook.core.code_origin import is_library
 from workbook.core.internals import layer_attributes
-from workbook.finder.report import CAUSES, REASONS
+from workbook.finder.hints import CAUSES, REASONS
 
 
 def explain_disconnected(report, layers, changed):
@@ -28,13 +28,7 @@ def explain_disconnected(report, layers, changed):
         if finding.reason != "disconnected" or status is None or status.kind != "variable":
             findings.append(finding)
             continue
-        layer = by_name.get(status.layer)
-        if layer is not None and finding.hint == REASONS["disconnected"].hint:
-            cause = _cause(layer, status, changed)
-            if cause is not None:
-                name, (file, line, code) = cause
-                finding.detail, finding.hint = CAUSES[name].detail, CAUSES[name].hint
-                finding.file, finding.line, finding.code = file, line, code
+        _name_the_cause(finding, by_name.get(status.layer), status, changed)
         key = (status.layer, finding.file, finding.line, finding.hint)
         if key in merged:
             merged[key].op_name += f", {status.name}"
@@ -52,10 +46,19 @@ def explain_disconnected(report, layers, changed):
     report.findings = findings
 
 
+def _name_the_cause(finding, layer, status, changed):
+    """Give a disconnected weight's finding the cause read from its layer's code, when one is found."""
+    if layer is None or finding.hint != REASONS["disconnected"].hint:
+        return
+    cause = _cause(layer, status, changed)
+    if cause is not None:
+        name, (file, line, code) = cause
+        finding.detail, finding.hint = CAUSES[name].detail, CAUSES[name].hint
+        finding.file, finding.line, finding.code = file, line, code
+
+
 def _cause(layer, status, changed):
     """(cause name, (file, line, code)) for one disconnected weight of ``layer``, or None."""
-    import tensorflow as tf
-
     weight = next((v for v in layer.trainable_variables if v.path == status.name), None)
     if weight is None:
         return None
@@ -63,13 +66,25 @@ def _cause(layer, status, changed):
     attribute = next((name for name, value in layer_attributes(layer).items() if value is weight), None)
     rebound_earlier = attribute is None  # by an earlier call: the attribute holds a tensor now
     if rebound_earlier:
-        attribute = weight.name if isinstance(getattr(layer, weight.name, None), tf.Tensor) else None
+        attribute = _tensor_attribute(layer, weight)
+    return _first_cause(layer, weight, changed, cls, attribute, rebound_earlier)
+
+
+def _first_cause(layer, weight, changed, cls, attribute, rebound_earlier):
+    """The first cause that the layer's code shows, in the order they are most telling."""
     return (
         _rebound_by_this_call(layer, weight, changed)
         or (_found("rebound", cls, ("call",), attribute) if rebound_earlier else None)
         or _built_tensor(layer)
         or _found("unused", cls, ("build", "__init__"), attribute)
     )
+
+
+def _tensor_attribute(layer, weight):
+    """The weight's own name, if the layer's attribute of that name holds a tensor now; else None."""
+    import tensorflow as tf
+
+    return weight.name if isinstance(getattr(layer, weight.name, None), tf.Tensor) else None
 
 
 def _rebound_by_this_call(layer, weight, changed):

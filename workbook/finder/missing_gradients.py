@@ -154,27 +154,31 @@ def _training_call_in_source(frames):
     code: the call ``something.fit(...)`` on the line that failed, whose receiver and arguments
     are names, attributes, constants and slices (nothing is called to get them).
     """
-    import keras
-
     own = [frame for frame in frames if _is_yours(frame.f_code.co_filename)]
     for frame in reversed(own):
         call = _call_on_line(frame.f_code.co_filename, frame.f_lineno)
-        if call is None:
-            continue
-        try:
-            model = _value(call.func.value, frame)
-            arguments = [_value(argument, frame) for argument in call.args]
-            keywords = {k.arg: _value(k.value, frame) for k in call.keywords if k.arg}
-        except ValueError:
-            return None
-        if not isinstance(model, keras.Model):
-            return None
-        bound = inspect.signature(getattr(model, call.func.attr)).bind_partial(*arguments, **keywords)
-        example = _first_batch(call.func.attr, bound.arguments)
-        if example is None:
-            return None
-        return model, example, f"model {model.name!r} and the first batch ({len(example[0])} rows) of this call"
+        if call is not None:
+            return _training_call(call, frame)
     return None
+
+
+def _training_call(call, frame):
+    """(model, example, description) of the training ``call`` in ``frame``, or None if it cannot be read."""
+    import keras
+
+    try:
+        model = _value(call.func.value, frame)
+        arguments = [_value(argument, frame) for argument in call.args]
+        keywords = {k.arg: _value(k.value, frame) for k in call.keywords if k.arg}
+    except ValueError:
+        return None
+    if not isinstance(model, keras.Model):
+        return None
+    bound = inspect.signature(getattr(model, call.func.attr)).bind_partial(*arguments, **keywords)
+    example = _first_batch(call.func.attr, bound.arguments)
+    if example is None:
+        return None
+    return model, example, f"model {model.name!r} and the first batch ({len(example[0])} rows) of this call"
 
 
 def _is_yours(filename):
@@ -233,7 +237,7 @@ def _first_batch(call, arguments):
     if isinstance(x, tf.data.Dataset):
         batch = next(iter(x))  # a new iterator: the one fit uses is left as it was
         return tuple(batch) if isinstance(batch, (tuple, list)) else None
-    if x is None or y is None or isinstance(x, dict) or not hasattr(x, "shape"):
+    if not _arrays_to_slice(x, y):
         return None  # a generator (reading it would take your data), a dict of inputs, or no targets
     if call == "fit":
         rows = arguments.get("batch_size") or DEFAULT_BATCH
@@ -241,6 +245,10 @@ def _first_batch(call, arguments):
         weights = None if weights is None else weights[:rows]
     parts = [np.asarray(x), np.asarray(y)] + ([] if weights is None else [np.asarray(weights)])
     return tuple(parts)
+
+
+def _arrays_to_slice(x, y):
+    return x is not None and y is not None and not isinstance(x, dict) and hasattr(x, "shape")
 
 
 def _own_loop(frames):

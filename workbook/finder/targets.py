@@ -34,22 +34,9 @@ def prepare(target, example, loss=None):
     """The :class:`Target` to trace for a function, layer or model, and its example."""
     import keras
 
-    if isinstance(example, (tuple, list)):
-        parts = [_as_tensor(part, f"example[{i}]") for i, part in enumerate(example)]
-    else:
-        parts = [_as_tensor(example, "example")]
+    parts = _example_parts(example)
     is_model = isinstance(target, keras.Model)
-    if is_model and _follows_loss(target, loss) and len(parts) in (2, 3):
-        call, description = _model_loss(target, loss)
-        inputs = list(zip(["x", "y", "sample_weight"], parts, strict=False))  # sample_weight is optional
-    elif isinstance(target, keras.layers.Layer):
-        call, description = _layer_output(target, parts)
-        inputs = [("inputs", parts[0])]
-    else:
-        call = target
-        description = f"the output of {getattr(target, '__name__', repr(target))}"
-        inputs = list(zip(_argument_names(target, len(parts)), parts, strict=True))
-
+    call, description, inputs = _what_to_follow(target, parts, loss)
     if isinstance(target, keras.layers.Layer) and not target.built:
         target(inputs[0][1])  # build the weights eagerly, outside the traced function
     variables, layer_of = _trainable_variables(target)
@@ -60,6 +47,27 @@ def prepare(target, example, loss=None):
     arguments = [tensor for _, tensor in inputs]
     inputs = [(name, tensor) for name, tensor in inputs if name is not None]
     return Target(call, inputs, variables, layer_of, description, arguments)
+
+
+def _example_parts(example):
+    """The example as a list of tensors: one per item of a tuple or list, else one."""
+    if isinstance(example, (tuple, list)):
+        return [_as_tensor(part, f"example[{i}]") for i, part in enumerate(example)]
+    return [_as_tensor(example, "example")]
+
+
+def _what_to_follow(target, parts, loss):
+    """(call, description, named inputs): a model's loss, a layer's output, or a function's output."""
+    import keras
+
+    if isinstance(target, keras.Model) and _follows_loss(target, loss) and len(parts) in (2, 3):
+        call, description = _model_loss(target, loss)
+        return call, description, list(zip(["x", "y", "sample_weight"], parts, strict=False))  # sample_weight optional
+    if isinstance(target, keras.layers.Layer):
+        call, description = _layer_output(target, parts)
+        return call, description, [("inputs", parts[0])]
+    description = f"the output of {getattr(target, '__name__', repr(target))}"
+    return target, description, list(zip(_argument_names(target, len(parts)), parts, strict=True))
 
 
 def _follows_loss(model, loss):

@@ -85,6 +85,11 @@ def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0
     if not gradient:
         return True
 
+    return _check_quantizer_gradient(name, x, grad)
+
+
+def _check_quantizer_gradient(name, x, grad):
+    """check_quantizer's second half: backprop uses 1 inside [0, 1] and 0 outside. Prints the verdict."""
     if grad is None:
         print(
             f"✗ {name}(x) has no gradient at all (TensorFlow gives None): backprop stops inside it. "
@@ -247,10 +252,8 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
 # --- the pieces of check_reconstruction ------------------------------------------------
 
 
-def _check_code(model, probe):
-    """✓ if the layer named ``bottleneck`` is quantize_2bit's forward on ``probe``: the four levels."""
-    import keras
-
+def _weightless_bottleneck(model):
+    """The model's layer named ``bottleneck``, or None (and why, printed) if it is missing or has weights."""
     try:
         layer = model.get_layer("bottleneck")
     except ValueError:
@@ -259,12 +262,22 @@ def _check_code(model, probe):
             f"✗ model has no layer named 'bottleneck' (its layers: {names}). "
             f"Build it with workbook.autoencoder(bottleneck=...)."
         )
-        return False
+        return None
     if layer.weights:
         print(
             f"✗ the bottleneck has weights ({', '.join(w.name for w in layer.weights)}); part (c) is graded "
             f"with a quantizer that has none. Use your quantizer as the bottleneck."
         )
+        return None
+    return layer
+
+
+def _check_code(model, probe):
+    """✓ if the layer named ``bottleneck`` is quantize_2bit's forward on ``probe``: the four levels."""
+    import keras
+
+    layer = _weightless_bottleneck(model)
+    if layer is None:
         return False
     try:
         inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs

@@ -365,11 +365,8 @@ class _MonitoredStep:
             if column is None:
                 continue
             self.reached_optimizer = True
-            if gradient is None:
-                continue
-            if isinstance(gradient, tf.IndexedSlices):
-                gradient = tf.convert_to_tensor(gradient)
-            parts[column].append(tf.reduce_sum(tf.square(tf.cast(gradient, tf.float32))))
+            if gradient is not None:
+                parts[column].append(_sum_of_squares(gradient))
         self.dead_layers = {self.layer_names[i] for i, part in enumerate(parts) if not part}
         if parts:
             self.squares.assign(tf.stack([tf.add_n(p) if p else tf.constant(0.0) for p in parts]))
@@ -388,3 +385,27 @@ class _MonitoredStep:
 
     def norms(self):
         return np.sqrt(np.maximum(self.squares.numpy(), 0.0))
+
+
+@contextlib.contextmanager
+def _instance_attribute(owner, name, value):
+    """Set ``owner.name = value`` for the duration of a ``with``, then put back what was there."""
+    missing = object()
+    own = vars(owner).get(name, missing)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        if own is missing:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, own)
+
+
+def _sum_of_squares(gradient):
+    """The sum of a gradient's squared entries in float32 (a sparse IndexedSlices made dense first)."""
+    import tensorflow as tf
+
+    if isinstance(gradient, tf.IndexedSlices):
+        gradient = tf.convert_to_tensor(gradient)
+    return tf.reduce_sum(tf.square(tf.cast(gradient, tf.float32)))

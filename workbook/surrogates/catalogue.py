@@ -10,8 +10,10 @@ surrogate_formulas.py, the symbolic Keras operation in surrogate_operation.py, a
 the explorer's slider ranges in explorer.py.
 """
 
+import copy
 import math
 import numbers
+from dataclasses import dataclass
 
 import keras
 import numpy as np
@@ -26,15 +28,18 @@ from workbook.surrogates.operation import SurrogateOperation
 __all__ = ["surrogate", "straight_through", "SURROGATES", "SurrogateGradient", "Param", "smooth_floor"]
 
 
+@dataclass(frozen=True)
 class Param:
     """One parameter of a catalog surrogate: its default and the values allowed.
 
     Introduced in 02_surrogate_zoo.ipynb (the explorer builds its sliders from these).
     """
 
-    def __init__(self, default, low, high, integer=False, low_inclusive=False):
-        self.default, self.low, self.high = default, low, high
-        self.integer, self.low_inclusive = integer, low_inclusive
+    default: float
+    low: float
+    high: float
+    integer: bool = False
+    low_inclusive: bool = False
 
     def allowed(self):
         opening = "[" if self.low_inclusive else "("
@@ -135,17 +140,12 @@ class SurrogateGradient:
                 allowed = ", ".join(sorted(self._spec)) or "none"
                 raise ValueError(f"surrogate {self.name!r} has no parameter {key!r}; its parameters are: {allowed}.")
             checked[key] = self._spec[key].check(f"surrogate {self.name!r}", key, value)
-        return SurrogateGradient(
-            self._forward,
-            self._derivative,
-            self.name,
-            params=checked,
-            spec=self._spec,
-            formula=self._formula,
-            forward_formula=self._forward_formula,
-            reference=self.reference,
-            doc=self.__dict__.get("__doc__"),
-        )
+        # A shallow copy shares the functions, formulas and parameter specs, which never change; it is
+        # not dataclasses.replace because the constructor checks a student's functions, and forward and
+        # derivative are methods here, so the class cannot be a dataclass without a new constructor.
+        changed = copy.copy(self)
+        changed.params, changed._none_cache = checked, None
+        return changed
 
     @property
     def param_specs(self):

@@ -57,15 +57,7 @@ def check_surrogate(
     bool
         True if both the values and the gradient match everywhere tested.
     """
-    for argument, value in (("fn", fn), ("forward", forward), ("derivative", derivative)):
-        check_callable(argument, value, "a function of one tensor x", owner="check_surrogate")
-    check_count("n_points", n_points, low=2, high=MAX_POINTS, owner="check_surrogate")
-    check_count("n_samples", n_samples, low=0, high=MAX_POINTS, owner="check_surrogate")
-    dtype = check_float_dtype("dtype", dtype, owner="check_surrogate")
-    check_test_range(x_range, dtype, owner="check_surrogate")
-    check_tolerance("rtol", rtol, owner="check_surrogate")
-    check_tolerance("atol", atol, owner="check_surrogate")
-    check_seed(seed, owner="check_surrogate")
+    dtype = _checked_arguments(fn, forward, derivative, x_range, n_points, n_samples, dtype, rtol, atol, seed)
     x = sample_points(x_range, n_points, n_samples, seed)
     name = getattr(fn, "name", None) or getattr(fn, "__name__", "fn")
     try:
@@ -107,6 +99,20 @@ def check_surrogate(
         f"backprop uses derivative(x) (largest difference {worst:.2g})."
     )
     return True
+
+
+def _checked_arguments(fn, forward, derivative, x_range, n_points, n_samples, dtype, rtol, atol, seed):
+    """Refuse check_surrogate's bad arguments by name; return the float dtype to test in."""
+    for argument, value in (("fn", fn), ("forward", forward), ("derivative", derivative)):
+        check_callable(argument, value, "a function of one tensor x", owner="check_surrogate")
+    check_count("n_points", n_points, low=2, high=MAX_POINTS, owner="check_surrogate")
+    check_count("n_samples", n_samples, low=0, high=MAX_POINTS, owner="check_surrogate")
+    dtype = check_float_dtype("dtype", dtype, owner="check_surrogate")
+    check_test_range(x_range, dtype, owner="check_surrogate")
+    check_tolerance("rtol", rtol, owner="check_surrogate")
+    check_tolerance("atol", atol, owner="check_surrogate")
+    check_seed(seed, owner="check_surrogate")
+    return dtype
 
 
 def check_test_range(x_range, dtype, owner):

@@ -117,11 +117,14 @@ def _check_where(ax, axes, title):
         raise ValueError("Pass ax=... (derivative panel only) or axes=(ax1, ax2), not both.")
     if ax is not None and not isinstance(ax, Axes):
         refuse("ax", ax, "a Matplotlib Axes, e.g. ax=figure.subplots()")
-    pair = hasattr(axes, "__len__") and len(axes) == 2 and all(isinstance(a, Axes) for a in axes)
-    if axes is not None and not pair:
+    if axes is not None and not _is_pair_of_axes(axes):
         refuse("axes", axes, "a pair of Matplotlib Axes (forward, derivatives), e.g. axes=figure.subplots(1, 2)")
     if title is not None and not isinstance(title, str):
         refuse("title", title, "a string, or None for the surrogate's name")
+
+
+def _is_pair_of_axes(axes):
+    return hasattr(axes, "__len__") and len(axes) == 2 and all(isinstance(a, Axes) for a in axes)
 
 
 def _draw_derivatives(ax, data, known, name):
