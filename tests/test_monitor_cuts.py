@@ -139,3 +139,24 @@ def test_a_dataset_fit_is_searched_on_its_first_batch(x_train, finder_calls):
 def test_bad_find_cuts_is_refused_with_the_value():
     with pytest.raises(ValueError, match=r"find_cuts='yes' must be True \(name the op that cut a gradient\) or False"):
         workbook.GradientNormMonitor(find_cuts="yes")
+
+
+def int_cast(z):
+    return keras.ops.cast(keras.ops.cast(z, "int32"), "float32")
+
+
+@pytest.mark.filterwarnings("ignore:Gradients do not exist")
+def test_a_layer_at_zero_behind_the_cut_is_not_blamed_on_an_op():
+    (x_train, _), _ = workbook.load_mnist(n_train=128, n_test=16, source="bundled")
+    model = workbook.autoencoder(int_cast)
+    decoder = model.get_layer("decoder").kernel
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x_train[:64], training=True) - x_train[:64]))
+    gradient = tape.gradient(loss, decoder)
+    assert gradient is not None and not np.any(gradient.numpy())  # the tape: exactly 0, not None
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    model.fit(x_train, x_train, batch_size=64, epochs=1, callbacks=[monitor], verbose=0)
+    history = monitor.history
+    assert history.cut_by["encoder"].op_type == "Cast"
+    assert history.cut_by["decoder"] == "no op cuts it: its gradient is 0 for these values"
+    assert "gradient exactly 0: decoder (no op cuts it" in repr(history)

@@ -310,7 +310,8 @@ class GradientNormRecorder(keras.callbacks.Callback):
             return
         for name in stuck:
             mine = [f for f in report.findings if f"layer {name}" in f.cuts]
-            history.cut_by[name] = (mine or report.findings or ["no op named: the finder found no cut"])[0]
+            # No op cuts it in the graph: the gradient is 0 for these values (a ReLU at its kink, zeros in).
+            history.cut_by[name] = mine[0] if mine else "no op cuts it: its gradient is 0 for these values"
 
     def _due(self, first, last):
         """Whether a record is due for a call that ran the global batches first..last."""
