@@ -71,8 +71,8 @@ What a recorded step means:
 * Two monitors in one ``fit`` read the same step: both record every batch
   their own ``every`` asks for.
 
-Which op cut it. The first time a layer's gradient is recorded as None or
-exactly 0, the recorder runs :func:`workbook.find_gradient_breaks` once for it,
+Which op cut it. With ``find_cuts`` (the monitor's default), the first time a
+layer's gradient is recorded as None or exactly 0, :func:`workbook.find_gradient_breaks` runs once for it,
 after that step and outside the traced function, on the model and the first
 batch of the ``fit`` being run (read from ``fit``'s own arguments, as
 ``%load_ext workbook.missing_gradients`` does), and keeps the op and the line
@@ -220,6 +220,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
     find_cuts : bool
         When a layer's gradient is first recorded as None or exactly 0, name the
         op and the line that cut it (``history.cut_by``); see :mod:`workbook.recording`.
+        Off here: the recorder cannot read ``fit``'s data; :class:`~workbook.GradientNormMonitor` can.
 
     Attributes
     ----------
@@ -229,7 +230,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
     #: What ``history`` is made of; a subclass may give one that can also draw itself.
     history_type = GradientNormRecords
 
-    def __init__(self, every=10, find_cuts=True):
+    def __init__(self, every=10, find_cuts=False):
         if not is_whole_number(every, low=1):
             raise ValueError(f"every={every!r} must be a whole number of at least 1, e.g. every=10.")
         if not isinstance(find_cuts, (bool, np.bool_)):
@@ -294,9 +295,8 @@ class GradientNormRecorder(keras.callbacks.Callback):
         if not stuck:
             return
         from workbook import diagnosis
-        from workbook.missing_gradients import _frames_of_stack, _training_call
 
-        found = _training_call(_frames_of_stack(sys._getframe(1)))
+        found = self._fit_example(sys._getframe(1))
         if found is None or found[0] is not self.model:
             for name in stuck:
                 history.cut_by[name] = "no op named: the batch of this fit could not be read from its arguments"
@@ -312,6 +312,10 @@ class GradientNormRecorder(keras.callbacks.Callback):
             mine = [f for f in report.findings if f"layer {name}" in f.cuts]
             # No op cuts it in the graph: the gradient is 0 for these values (a ReLU at its kink, zeros in).
             history.cut_by[name] = mine[0] if mine else "no op cuts it: its gradient is 0 for these values"
+
+    def _fit_example(self, frame):
+        """(model, example, description) of the fit running below `frame`; the monitor reads it (a layer above)."""
+        return None
 
     def _due(self, first, last):
         """Whether a record is due for a call that ran the global batches first..last."""
