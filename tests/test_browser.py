@@ -14,6 +14,7 @@ purpose.
 
 import contextlib
 import io
+import pathlib
 import re
 
 import nbformat
@@ -31,7 +32,7 @@ from browser_session import (
     skip_requested,
     stop_processes,
 )
-from notebook_runner import NOTEBOOKS, error_outputs, reduced_notebook
+from notebook_runner import EXPECTED_ERRORS, NOTEBOOKS, error_outputs, reduced_notebook
 
 # The three tests together are limited to 10 minutes (180 + 180 + 240 s); on two
 # cores they take about 2. The timeouts raise inside the test (method="signal"),
@@ -126,11 +127,12 @@ def opened(session, name):
 
 def run_everything(tab, timeout, on_tick=None):
     """Run all cells through the menu; fail on any error output, in the page or in the saved file."""
+    expected = EXPECTED_ERRORS.get(pathlib.PurePosixPath(tab.relative_path).name)
     tab.run_all()
-    seconds = tab.wait_until_all_run(timeout=timeout, on_tick=on_tick)
+    seconds = tab.wait_until_all_run(timeout=timeout, on_tick=on_tick, expected=expected)
     tab.save()
     saved = nbformat.read(tab.lab.root / tab.relative_path, as_version=4)
-    errors = error_outputs(saved)
+    errors = error_outputs(saved, expected)
     assert not errors, f"{tab.relative_path} raised: " + "; ".join(errors)
     unrun = [i for i, c in enumerate(saved.cells) if c.cell_type == "code" and not c.execution_count]
     assert not unrun, f"{tab.relative_path}: cells {unrun} have no execution count after Run All"
@@ -382,17 +384,49 @@ def test_live_gradient_plot_updates_in_place(session):
         assert caption.is_visible(), "the gradient-monitor caption is not visible"
         text = caption.inner_text()
         assert re.search(r"encoder[^;]*: no gradient", text), f"the caption does not mark the dead encoder: {text!r}"
+        assert re.search(r"encoder: no gradient \(cut by Cast at cell (In\[)?\d+\]?, line 5", text), (
+            f"the caption does not name the op that cut the encoder's gradient: {text!r}"
+        )
         figure = outputs.locator("img").first
         figure.scroll_into_view_if_needed()
         red = pixels_near(figure.screenshot(), NO_GRADIENT_RGB)
         tab.screenshot("04_dead_encoder_marker", locator=cell)
         tab.screenshot("04_live_figure", around=[figure, caption])
+        tab.screenshot("04_figure_names_the_op", locator=figure)
         assert red > 200, f"the live figure shows only {red} pixels of the red no-gradient marker"
         print(
             f"live figure: cell {index}, replaced {replacements} times in place; "
             f"{red} red marker pixels; caption: {text}"
         )
         figures_as_shown(tab, "04")
+
+
+# -- 03: the error, and under it the op and the line that cut the gradient ----------------
+
+FINDING = "03_finding_gradient_killers.ipynb"
+
+
+@pytest.mark.timeout(600, method="signal")
+def test_the_no_gradients_error_shows_its_culprit_under_it(session):
+    with opened(session, FINDING) as tab:
+        run_everything(tab, timeout=540)
+        cell = (
+            tab.panel.locator(".jp-Notebook .jp-CodeCell")
+            .filter(has_text="No gradients provided for any variable")
+            .filter(has_text="The op that cut the gradient")
+            .first
+        )
+        cell.scroll_into_view_if_needed()
+        text = cell.inner_text()
+        error_at = text.index("No gradients provided for any variable")
+        culprit_at = text.index("The op that cut the gradient")
+        assert error_at < culprit_at and "Cast" in text[culprit_at:], text[-2000:]
+        tab.page.set_viewport_size(
+            {**VIEWPORT, "height": max(VIEWPORT["height"], int(cell.bounding_box()["height"]) + 300)}
+        )
+        cell.scroll_into_view_if_needed()
+        tab.screenshot("03_error_with_culprit", locator=cell)
+        tab.page.set_viewport_size(VIEWPORT)
 
 
 # -- 06: every figure of the estimators' lesson legible at the size shown -----------------

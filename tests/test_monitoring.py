@@ -358,6 +358,9 @@ def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(x_train, 
     assert "encoder: no gradient" in image.bundles[-1]["text/plain"]
     assert 'class="workbook-gradient-monitor"' in caption.bundles[-1]["text/html"]
     assert "encoder: no gradient" in caption.bundles[-1]["text/html"]
+    # The op and the line that cut it: the inner cast of int_cast, on the line after its def.
+    named = f"encoder: no gradient (cut by Cast at test_monitoring.py:{int_cast.__code__.co_firstlineno + 1}"
+    assert named in caption.bundles[-1]["text/plain"] and named in image.bundles[-1]["text/plain"]
 
 
 def test_live_false_shows_nothing_even_in_a_notebook(x_train, notebook):

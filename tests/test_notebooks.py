@@ -4,7 +4,15 @@ import importlib.util
 
 import nbformat
 import pytest
-from notebook_runner import NOTEBOOKS, error_outputs, execute, parameters_cell_index, stderr_outputs
+from notebook_runner import (
+    EXPECTED_ERRORS,
+    NOTEBOOKS,
+    error_outputs,
+    execute,
+    parameters_cell_index,
+    stderr_outputs,
+    text_of,
+)
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
@@ -54,8 +62,14 @@ def test_notebook_executes_without_errors_or_stderr(path):
     # anything written to stderr there is a red box for the student, and 0 points in nbgrader.
     notebook, seconds = execute(path)
     build_book.keep_executed(notebook, path, build_book.TEST_RUN_EXECUTED, reduced=True, seconds=seconds)
-    errors = error_outputs(notebook)
+    errors = error_outputs(notebook, EXPECTED_ERRORS.get(path.name))
     assert not errors, f"{path.name} raised: " + "; ".join(errors)
+    for cell in notebook.cells:
+        if "raises-exception" in cell.metadata.get("tags", []):  # the error, then the culprit under it
+            shown = text_of(cell)
+            assert EXPECTED_ERRORS[path.name][1] in shown, shown[-2000:]
+            assert "The op that cut the gradient" in shown.split(EXPECTED_ERRORS[path.name][1], 1)[1], shown[-2000:]
+            assert "Cast" in shown.split("The op that cut the gradient", 1)[1], shown[-2000:]
     stderr = stderr_outputs(notebook)
     assert not stderr, f"{path.name} wrote to stderr: " + "; ".join(stderr)
     print(f"{path.name}: {seconds:.1f} s")

@@ -195,10 +195,13 @@ def _draw_rows(ax, steps, rows, levels):
 def rows_below_the_break(history):
     """(label, tick label, colour, marker, mask of records) for each "None" or "0" row of the figure."""
     rows = []
+    cut_by = getattr(history, "cut_by", {})
     for j, name in enumerate(history.layers):
         dead, values = history.no_gradient[:, j], history.norms[:, j]
+        # The op the finder named, where it named one: "encoder: no gradient, cut by Round at cell 3, line 4".
+        cut = f", {history.cut_text(name, code=False)}" if not isinstance(cut_by.get(name, ""), str) else ""
         if dead.any():
-            rows.append((f"{name}: no gradient", "None", NO_GRADIENT_COLOR, "x", dead))
+            rows.append((f"{name}: no gradient{cut}", "None", NO_GRADIENT_COLOR, "x", dead))
         if ((values == 0) & ~dead).any():
-            rows.append((f"{name}: gradient exactly 0", "0", ZERO_GRADIENT_COLOR, "o", (values == 0) & ~dead))
+            rows.append((f"{name}: gradient exactly 0{cut}", "0", ZERO_GRADIENT_COLOR, "o", (values == 0) & ~dead))
     return rows

@@ -57,6 +57,10 @@ class GradientNormMonitor(GradientNormRecorder):
         always drawn when ``fit`` ends). Above 0, a redraw also waits nine
         times as long as the last one took, so drawing never costs more
         than about a tenth of the training time; 0 draws every record.
+    find_cuts : bool
+        When a layer's gradient is first None or exactly 0, name the op and the
+        line that cut it, in the figure and in ``history.cut_by`` (the finder
+        runs once per such layer, after the step; see :mod:`workbook.recording`).
 
     Attributes
     ----------
@@ -65,8 +69,8 @@ class GradientNormMonitor(GradientNormRecorder):
 
     history_type = GradientNormHistory
 
-    def __init__(self, every=10, live=True, refresh_seconds=0.5):
-        super().__init__(every=every)
+    def __init__(self, every=10, live=True, refresh_seconds=0.5, find_cuts=True):
+        super().__init__(every=every, find_cuts=find_cuts)
         # Infinity is allowed: the figure is then drawn once, when training ends.
         if not is_number(refresh_seconds, low=0, finite=False):
             raise ValueError(f"refresh_seconds={refresh_seconds!r} must be a number of seconds >= 0, e.g. 0.5.")
@@ -100,6 +104,12 @@ class GradientNormMonitor(GradientNormRecorder):
             self._screen.show(self.history, final=True)
             self._screen = None
 
+    def _fit_example(self, frame):
+        """The model and first batch of the running fit, read from fit's arguments as the extension does."""
+        from .missing_gradients import _frames_of_stack, _training_call
+
+        return _training_call(_frames_of_stack(frame))
+
     def _say(self, reason):
         """Why nothing is recorded: in the live figure's caption where there is one (no stderr), else a warning."""
         if self._screen is None:
@@ -114,7 +124,9 @@ def describe(history):
         return history.not_recorded or "Gradient norms: waiting for the first training step"
     parts = []
     for name, norm, dead in zip(history.layers, history.norms[-1], history.no_gradient[-1], strict=True):
-        parts.append(f"{name}: no gradient" if dead else f"{name}: {norm:.3g}")
+        text = "no gradient" if dead else "gradient exactly 0" if norm == 0 else f"{norm:.3g}"
+        cut = f" ({history.cut_text(name)})" if (dead or norm == 0) and name in history.cut_by else ""
+        parts.append(f"{name}: {text}{cut}")
     text = f"Gradient norms at step {history.steps[-1]}: " + "; ".join(parts)
     return f"{text}. {history.not_recorded}" if history.not_recorded else text
 

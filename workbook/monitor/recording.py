@@ -70,10 +70,19 @@ What a recorded step means:
   scaled gradients.
 * Two monitors in one ``fit`` read the same step: both record every batch
   their own ``every`` asks for.
+
+Which op cut it. With ``find_cuts`` (the monitor's default), the first time a
+layer's gradient is recorded as None or exactly 0, :func:`workbook.find_gradient_breaks` runs once for it,
+after that step and outside the traced function, on the model and the first
+batch of the ``fit`` being run (read from ``fit``'s own arguments, as
+``%load_ext workbook.missing_gradients`` does), and keeps the op and the line
+it names in ``history.cut_by``. A record where every layer has a gradient runs
+none of this: it only compares the norms just read with 0.
 """
 
 import contextlib
 import enum
+import sys
 import warnings
 
 import keras
@@ -103,11 +112,17 @@ class GradientNormRecords:
         True where every variable of the layer had no gradient at all.
     not_recorded : str or None
         Why the last ``fit`` recorded nothing (or stopped recording), None if it recorded.
+    cut_by : dict of str to Finding or str
+        For each layer whose gradient was ever None or exactly 0: the
+        :class:`~workbook.diagnosis.Finding` that cut it, as
+        :func:`workbook.find_gradient_breaks` named it, or a sentence saying why
+        no op was named.
     """
 
     def __init__(self):
         self.layers = []
         self.not_recorded = None
+        self.cut_by = {}
         self._steps = []
         self._rows = []
 
@@ -115,12 +130,22 @@ class GradientNormRecords:
         return len(self._steps)
 
     def __repr__(self):
-        dead = self.dead_layers()
+        dead = [f"{name} ({self.cut_text(name)})" if name in self.cut_by else name for name in self.dead_layers()]
+        zero = [f"{name} ({self.cut_text(name)})" if name in self.cut_by else name for name in self.zero_layers()]
         notes = [f"no gradient: {', '.join(dead)}"] if dead else []
+        notes += [f"gradient exactly 0: {', '.join(zero)}"] if zero else []
         notes += [f"not recorded: {self.not_recorded}"] if self.not_recorded else []
         return (
-            f"GradientNormHistory({len(self)} records of {len(self.layers)} layers{''.join('; ' + n for n in notes)})"
+            f"{type(self).__name__}({len(self)} records of {len(self.layers)} layers{''.join('; ' + n for n in notes)})"
         )
+
+    def cut_text(self, name, code=True):
+        """What cut layer `name`'s gradient, in words: "cut by Round at cell 3, line 4: `tf.round(z)`"."""
+        found = self.cut_by.get(name)
+        if found is None or isinstance(found, str):
+            return found or "no op named yet"
+        text = f"cut by {found.op_type} at {found.where}"
+        return f"{text}: `{found.code.strip()}`" if code and found.code else text
 
     @property
     def steps(self):
@@ -139,6 +164,12 @@ class GradientNormRecords:
         if not self._rows:
             return []
         return [name for name, (_, dead) in self._rows[-1].items() if dead]
+
+    def zero_layers(self):
+        """Names of the layers whose gradient was exactly 0 (not None) at the last record."""
+        if not self._rows:
+            return []
+        return [name for name, (norm, dead) in self._rows[-1].items() if norm == 0 and not dead]
 
     def _add_layers(self, names):
         for name in names:
@@ -187,6 +218,10 @@ class GradientNormRecorder(keras.callbacks.Callback):
     ----------
     every : int
         Record every `every`-th batch (counted over all fits).
+    find_cuts : bool
+        When a layer's gradient is first recorded as None or exactly 0, name the
+        op and the line that cut it (``history.cut_by``); see :mod:`workbook.recording`.
+        Off here: the recorder cannot read ``fit``'s data; :class:`~workbook.GradientNormMonitor` can.
 
     Attributes
     ----------
@@ -196,11 +231,14 @@ class GradientNormRecorder(keras.callbacks.Callback):
     #: What ``history`` is made of; a subclass may give one that can also draw itself.
     history_type = GradientNormRecords
 
-    def __init__(self, every=10):
+    def __init__(self, every=10, find_cuts=False):
         if not is_whole_number(every, low=1):
             raise ValueError(f"every={every!r} must be a whole number of at least 1, e.g. every=10.")
+        if not isinstance(find_cuts, (bool, np.bool_)):
+            raise ValueError(f"find_cuts={find_cuts!r} must be True (name the op that cut a gradient) or False.")
         super().__init__()
         self.every = int(every)
+        self.find_cuts = bool(find_cuts)
         self.history = self.history_type()
         self._step = None  # the model's _MonitoredStep while this monitor records a fit, else None
         self._steps_read = 0  # the step's count of steps run when this monitor last read it
@@ -241,12 +279,44 @@ class GradientNormRecorder(keras.callbacks.Callback):
             return
         self._next_step = last + 1
         if self._due(first, last):
-            self.history._append(last, step.layer_names, step.norms(), step.dead_layers)
+            norms = step.norms()
+            self.history._append(last, step.layer_names, norms, step.dead_layers)
+            if self.find_cuts and (step.dead_layers or not norms.all()):
+                self._find_cuts()
 
     def on_train_end(self, logs=None):
         if self._step is not None:
             self._step.disarm()
             self._step = None
+
+    def _find_cuts(self):
+        """The finder, once, for the layers of the last record whose gradient is None or 0 and not yet explained."""
+        history = self.history
+        stuck = [name for name in history.dead_layers() + history.zero_layers() if name not in history.cut_by]
+        if not stuck:
+            return
+        from workbook import diagnosis
+
+        found = self._fit_example(sys._getframe(1))
+        if found is None or found[0] is not self.model:
+            for name in stuck:
+                history.cut_by[name] = "no op named: the batch of this fit could not be read from its arguments"
+            return
+        try:
+            report = diagnosis.find_gradient_breaks(self.model, found[1])
+        except Exception as error:  # training goes on; the records say why no op is named
+            text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+            for name in stuck:
+                history.cut_by[name] = f"no op named: the finder failed ({text})"
+            return
+        for name in stuck:
+            mine = [f for f in report.findings if f"layer {name}" in f.cuts]
+            # No op cuts it in the graph: the gradient is 0 for these values (a ReLU at its kink, zeros in).
+            history.cut_by[name] = mine[0] if mine else "no op cuts it: its gradient is 0 for these values"
+
+    def _fit_example(self, frame):
+        """(model, example, description) of the fit running below `frame`; the monitor reads it (a layer above)."""
+        return None
 
     def _due(self, first, last):
         """Whether a record is due for a call that ran the global batches first..last."""
