@@ -3,7 +3,7 @@
 The rules are import-linter's contracts in pyproject.toml, which `make lint` checks with
 `lint-imports` (every import statement of every module, those inside functions too): the
 foundations (core) at the bottom, then the topics the notebooks teach (surrogates, finder,
-monitor, estimators; none imports another), then the lab and workbook.layers, then the
+estimators; none imports another), then the monitor, then the lab and workbook.layers, then the
 instructor's course; and the maths, layers and recording never import display code.
 Here: that the contracts hold through the real command line, that they catch a planted
 import however it is written, what import-linter cannot see (the root's lazy names), the

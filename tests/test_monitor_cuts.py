@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 import workbook
-from workbook import diagnosis
-from workbook.recording import GradientNormRecorder
+from workbook.finder import diagnosis
+from workbook.monitor.recording import GradientNormRecorder
 
 
 def rounding(z):

@@ -158,11 +158,11 @@ def _training_call_in_source(frames):
     for frame in reversed(own):
         call = _call_on_line(frame.f_code.co_filename, frame.f_lineno)
         if call is not None:
-            return _training_call(call, frame)
+            return _training_call_read(call, frame)
     return None
 
 
-def _training_call(call, frame):
+def _training_call_read(call, frame):
     """(model, example, description) of the training ``call`` in ``frame``, or None if it cannot be read."""
     import keras
 

@@ -60,7 +60,7 @@ class GradientNormMonitor(GradientNormRecorder):
     find_cuts : bool
         When a layer's gradient is first None or exactly 0, name the op and the
         line that cut it, in the figure and in ``history.cut_by`` (the finder
-        runs once per such layer, after the step; see :mod:`workbook.recording`).
+        runs once per such layer, after the step; see :mod:`workbook.monitor.recording`).
 
     Attributes
     ----------
@@ -106,7 +106,7 @@ class GradientNormMonitor(GradientNormRecorder):
 
     def _fit_example(self, frame):
         """The model and first batch of the running fit, read from fit's arguments as the extension does."""
-        from .missing_gradients import _frames_of_stack, _training_call
+        from workbook.finder.missing_gradients import _frames_of_stack, _training_call
 
         return _training_call(_frames_of_stack(frame))
 

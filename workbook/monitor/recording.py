@@ -75,7 +75,7 @@ Which op cut it. With ``find_cuts`` (the monitor's default), the first time a
 layer's gradient is recorded as None or exactly 0, :func:`workbook.find_gradient_breaks` runs once for it,
 after that step and outside the traced function, on the model and the first
 batch of the ``fit`` being run (read from ``fit``'s own arguments, as
-``%load_ext workbook.missing_gradients`` does), and keeps the op and the line
+``%load_ext workbook.finder.missing_gradients`` does), and keeps the op and the line
 it names in ``history.cut_by``. A record where every layer has a gradient runs
 none of this: it only compares the norms just read with 0.
 """
@@ -114,7 +114,7 @@ class GradientNormRecords:
         Why the last ``fit`` recorded nothing (or stopped recording), None if it recorded.
     cut_by : dict of str to Finding or str
         For each layer whose gradient was ever None or exactly 0: the
-        :class:`~workbook.diagnosis.Finding` that cut it, as
+        :class:`~workbook.finder.diagnosis.Finding` that cut it, as
         :func:`workbook.find_gradient_breaks` named it, or a sentence saying why
         no op was named.
     """
@@ -220,7 +220,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
         Record every `every`-th batch (counted over all fits).
     find_cuts : bool
         When a layer's gradient is first recorded as None or exactly 0, name the
-        op and the line that cut it (``history.cut_by``); see :mod:`workbook.recording`.
+        op and the line that cut it (``history.cut_by``); see :mod:`workbook.monitor.recording`.
         Off here: the recorder cannot read ``fit``'s data; :class:`~workbook.GradientNormMonitor` can.
 
     Attributes
@@ -295,7 +295,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
         stuck = [name for name in history.dead_layers() + history.zero_layers() if name not in history.cut_by]
         if not stuck:
             return
-        from workbook import diagnosis
+        from workbook.finder import diagnosis
 
         found = self._fit_example(sys._getframe(1))
         if found is None or found[0] is not self.model:
