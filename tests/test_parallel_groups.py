@@ -63,4 +63,5 @@ def test_a_group_runs_on_one_worker_and_the_rest_is_shared(tmp_path):
             f"the {group!r} group ran on workers {sorted(workers[group])}: `--dist loadgroup` does not group "
             f"with pytest {pytest.__version__} (see requirements-dev.txt)"
         )
-    assert workers["free"] == {"gw0", "gw1"}, "the ungrouped tests did not run side by side"
+    # Where the ungrouped tests go is the scheduler's choice (all may go to the worker that is free).
+    assert len(seen.read_text().splitlines()) == 24, "not every test ran exactly once"

@@ -457,21 +457,6 @@ class _MonitoredStep:
         return np.sqrt(np.maximum(self.squares.numpy(), 0.0))
 
 
-@contextlib.contextmanager
-def _instance_attribute(owner, name, value):
-    """Set ``owner.name = value`` for the duration of a ``with``, then put back what was there."""
-    missing = object()
-    own = vars(owner).get(name, missing)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        if own is missing:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, own)
-
-
 def _sum_of_squares(gradient):
     """The sum of a gradient's squared entries in float32 (a sparse IndexedSlices made dense first)."""
     import tensorflow as tf
