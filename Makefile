@@ -27,7 +27,8 @@ help:
 	@echo "make test-fast  the unit tests only (no notebooks, nbgrader round trip, browser or oldest end)"
 	@echo "make test-oldest  the unit tests and every notebook again at the oldest supported versions"
 	@echo "             (constraints-oldest.txt, Python 3.10), and the Colab install, in .venv-oldest"
-	@echo "make lint    ruff (lint, import order, complexity, formatting) and import-linter (settings in pyproject.toml); CI runs it"
+	@echo "make lint    ruff (lint, import order, complexity, formatting), import-linter (settings in pyproject.toml)"
+	@echo "             and xenon (no function of the package above complexity 10, boolean operators counted); CI runs it"
 	@echo "make format  let ruff fix what it can and format the code and notebooks"
 	@echo "make bench   measure overheads and notebook budgets into benchmarks/results.md"
 	@echo "make assignments  write the student versions (nbgrader) into course/release/"
@@ -75,12 +76,13 @@ test-fast: $(VENV)/.installed-dev
 test-oldest:
 	bash scripts/test_oldest_end.sh
 
-# The same checks CI runs before the tests: lint rules, import order, a complexity limit,
+# The same checks CI runs before the tests: lint rules, import order, complexity limits (ruff and xenon),
 # and formatting, over the package, tests, scripts, benchmarks and notebooks.
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/xenon --max-absolute B workbook
 
 format: $(VENV)/.installed-dev
 	$(BIN)/ruff check --fix .

@@ -9,6 +9,7 @@ No row trains a model or allocates much: everything is refused before the work s
 """
 
 import math
+from types import SimpleNamespace
 
 import keras
 import numpy as np
@@ -331,6 +332,10 @@ BAD_CALLS = {
     "measure_estimators(seed=-1)": (lambda: workbook.measure_estimators(seed=-1), ["seed=-1"]),
     "plot_bias_variance([])": (lambda: workbook.plot_bias_variance([]), ["results"]),
     "plot_bias_variance([1])": (lambda: workbook.plot_bias_variance([1]), ["results"]),
+    "plot_bias_variance(batch_size=0)": (
+        lambda: workbook.plot_bias_variance([SimpleNamespace(bias_norm=1.0, variance=1.0)], batch_size=0),
+        ["batch_size=0", "whole number"],
+    ),
     "check_gumbel_softmax_st(None)": (lambda: check_gumbel(fn=None), ["fn=None"]),
     "check_gumbel_softmax_st(taus=[])": (lambda: check_gumbel(taus=[]), ["taus=[]", "non-empty"]),
     "check_gumbel_softmax_st(taus=[0])": (lambda: check_gumbel(taus=[0]), ["tau=0"]),

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from IPython.core.formatters import format_display_data
 from notebook_runner import clean_environment
 
 import workbook
@@ -326,9 +327,9 @@ def notebook(monkeypatch):
 
     handles = []
 
-    def fake_display(bundle, raw=False, display_id=False):
-        assert raw and display_id
-        handles.append(FakeHandle(bundle))
+    def fake_display(shown, display_id=False):
+        assert display_id
+        handles.append(FakeHandle(shown))
         return handles[-1]
 
     monkeypatch.setattr(IPython, "get_ipython", ZMQInteractiveShell)
@@ -338,11 +339,13 @@ def notebook(monkeypatch):
 
 
 class FakeHandle:
-    def __init__(self, bundle):
-        self.bundles = [bundle]
+    """A display handle that keeps each mime bundle IPython's own formatter makes of what is shown."""
 
-    def update(self, bundle, raw=False):
-        self.bundles.append(bundle)
+    def __init__(self, shown):
+        self.bundles = [format_display_data(shown)[0]]
+
+    def update(self, shown):
+        self.bundles.append(format_display_data(shown)[0])
 
 
 @pytest.mark.parametrize("refresh_seconds, redraws", [(0.0, 1 + 4 + 1), (1000.0, 2), (float("inf"), 2)])

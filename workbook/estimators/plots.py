@@ -4,6 +4,7 @@ Introduced in 06_beyond_straight_through.ipynb; draws what
 :func:`workbook.measure_estimators` measured.
 """
 
+from workbook.core.arguments import check_count
 from workbook.core.figures import PALETTE, new_figure
 
 __all__ = ["plot_bias_variance"]
@@ -40,75 +41,112 @@ def plot_bias_variance(results, batch_size=64, title="One-sample gradient estima
     matplotlib.figure.Figure
         Shown as a PNG when it is a cell's last value.
     """
+    results = _checked_results(results)
+    check_count("batch_size", batch_size, owner="plot_bias_variance")
+    figure = new_figure(figsize=(10.5, 4.0))
+    figure.set_layout_engine("constrained")
+    axes = figure.subplots(1, 3, sharex=True)
+    taus = sorted({r.tau for r in results if r.tau is not None}) or [1.0]
+    by_estimator = _by_estimator(results)
+    for ax, (ylabel, value) in zip(axes, _panels(batch_size), strict=True):
+        for estimator, mine in by_estimator.items():
+            draw = _draw_constant if mine[0].tau is None else _draw_over_tau
+            draw(ax, mine, value, _COLORS.get(estimator, "black"), is_bias=ax is axes[0])
+        _format_panel(ax, ylabel, taus)
+    handles = [_legend_entry(results, estimator) for estimator in by_estimator]
+    handles.append(_unresolved_entry())
+    figure.legend(handles=handles, loc="outside lower center", ncols=2, fontsize="small")
+    figure.suptitle(f"{title} ({min(r.n_samples for r in results):,} estimates each)", fontsize="medium")
+    return figure
+
+
+def _checked_results(results):
     results = list(results)
     if not results or not all(hasattr(r, "bias_norm") and hasattr(r, "variance") for r in results):
         raise ValueError(
             "plot_bias_variance: results must be a non-empty list of BiasVariance, e.g. workbook.measure_estimators()."
         )
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator
+    return results
 
-    figure = new_figure(figsize=(10.5, 4.0))
-    figure.set_layout_engine("constrained")
-    axes = figure.subplots(1, 3, sharex=True)
-    taus = sorted({r.tau for r in results if r.tau is not None}) or [1.0]
-    panels = (
+
+def _panels(batch_size):
+    """The three panels: a y label and the value each result is drawn at."""
+    return (
         ("bias  |mean - exact|", lambda r: r.bias_norm),
         ("variance of one estimate", lambda r: r.variance),
         (f"error of a batch's mean, B = {batch_size}\n|bias|² + variance / B", lambda r: r.gradient_error(batch_size)),
     )
-    for ax, (ylabel, value) in zip(axes, panels, strict=True):
-        for estimator in dict.fromkeys(r.estimator for r in results):
-            mine = sorted((r for r in results if r.estimator == estimator), key=lambda r: r.tau or 0)
-            color = _COLORS.get(estimator, "black")
-            if mine[0].tau is None:
-                for r in mine:
-                    unresolved = ax is axes[0] and not r.resolved
-                    ax.axhline(value(r), color=color, ls=":" if unresolved else "--", lw=1.5)
-                continue
-            x = [r.tau for r in mine]
-            ax.plot(x, [value(r) for r in mine], "-", color=color)
-            for r in mine:
-                hollow = ax is axes[0] and not r.resolved
-                ax.plot(r.tau, value(r), "o", color=color, mfc="white" if hollow else color, ms=6, zorder=3)
-            if ax is axes[0]:
-                low = [min(r.noise_floor, 0.9 * r.bias_norm) for r in mine]
-                high = [r.noise_floor for r in mine]
-                ax.errorbar(x, [r.bias_norm for r in mine], yerr=[low, high], fmt="none", ecolor=color, alpha=0.5)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks(taus, [f"{t:g}" for t in taus])
-        ax.minorticks_off()
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("temperature τ (Gumbel-softmax)")
-        ax.set_title(ylabel, fontsize="medium")
-        ax.grid(True, which="major", alpha=0.25)
-    handles = [
-        Line2D(
-            [],
-            [],
-            color=_COLORS.get(e, "black"),
-            marker="o" if e.startswith("gumbel") else None,
-            ls="-" if e.startswith("gumbel") else "--",
-            label=label_of(results, e),
-        )
-        for e in dict.fromkeys(r.estimator for r in results)
-    ]
-    handles.append(
-        Line2D(
-            [],
-            [],
-            color="grey",
-            marker="o",
-            mfc="white",
-            ls="none",
-            label="hollow, or dotted: a bias within 2x its noise floor (the error bar), unresolved",
-        )
+
+
+def _by_estimator(results):
+    """Each estimator's results, in the order they first appear, sorted by tau (None first)."""
+    groups = {}
+    for r in results:
+        groups.setdefault(r.estimator, []).append(r)
+    return {estimator: sorted(mine, key=lambda r: r.tau or 0) for estimator, mine in groups.items()}
+
+
+def _draw_constant(ax, mine, value, color, is_bias):
+    """An estimator without tau: a dashed horizontal line per result, dotted when its bias is unresolved."""
+    for r in mine:
+        unresolved = is_bias and not r.resolved
+        ax.axhline(value(r), color=color, ls=":" if unresolved else "--", lw=1.5)
+
+
+def _draw_over_tau(ax, mine, value, color, is_bias):
+    """A Gumbel-softmax estimator: a line over tau with a marker per tau (hollow: unresolved bias)."""
+    x = [r.tau for r in mine]
+    ax.plot(x, [value(r) for r in mine], "-", color=color)
+    for r in mine:
+        hollow = is_bias and not r.resolved
+        ax.plot(r.tau, value(r), "o", color=color, mfc="white" if hollow else color, ms=6, zorder=3)
+    if is_bias:
+        low = [min(r.noise_floor, 0.9 * r.bias_norm) for r in mine]
+        high = [r.noise_floor for r in mine]
+        ax.errorbar(x, [r.bias_norm for r in mine], yerr=[low, high], fmt="none", ecolor=color, alpha=0.5)
+
+
+def _format_panel(ax, ylabel, taus):
+    """Log axes, tau ticks labelled as the numbers they are, a title and a light grid."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(taus, [f"{t:g}" for t in taus])
+    ax.minorticks_off()
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("temperature τ (Gumbel-softmax)")
+    ax.set_title(ylabel, fontsize="medium")
+    ax.grid(True, which="major", alpha=0.25)
+
+
+def _legend_entry(results, estimator):
+    from matplotlib.lines import Line2D
+
+    over_tau = estimator.startswith("gumbel")
+    return Line2D(
+        [],
+        [],
+        color=_COLORS.get(estimator, "black"),
+        marker="o" if over_tau else None,
+        ls="-" if over_tau else "--",
+        label=label_of(results, estimator),
     )
-    figure.legend(handles=handles, loc="outside lower center", ncols=2, fontsize="small")
-    figure.suptitle(f"{title} ({min(r.n_samples for r in results):,} estimates each)", fontsize="medium")
-    return figure
+
+
+def _unresolved_entry():
+    from matplotlib.lines import Line2D
+
+    return Line2D(
+        [],
+        [],
+        color="grey",
+        marker="o",
+        mfc="white",
+        ls="none",
+        label="hollow, or dotted: a bias within 2x its noise floor (the error bar), unresolved",
+    )
 
 
 def label_of(results, estimator):

@@ -58,26 +58,45 @@ class Program:
 
 def _bodies(op):
     """The body graphs an op runs (None for an ordinary op, or a body that cannot be had)."""
+    read = _BODY_READERS.get(op.type)
+    if read is None:
+        return None
     try:
-        if op.type in WHILE_OPS:
-            graphs = [control_flow_graph(op, "body") or _function_graph(op, op.get_attr("body").name)]
-        elif op.type in {"If", "StatelessIf"}:
-            graphs = [
-                control_flow_graph(op, "then") or _function_graph(op, op.get_attr("then_branch").name),
-                control_flow_graph(op, "else") or _function_graph(op, op.get_attr("else_branch").name),
-            ]
-        elif op.type in {"Case", "StatelessCase"}:
-            # TensorFlow keeps no Python graphs on a Case op: each branch comes from the library.
-            graphs = [_function_graph(op, function.name) for function in op.get_attr("branches")]
-        elif op.type in CALL_OPS:
-            if custom_gradient_type(op):
-                return None  # its own gradient is what backprop uses: ask that instead
-            graphs = [_function_graph(op, op.get_attr("f").name)]
-        else:
-            return None
+        graphs = read(op)
     except (ValueError, AttributeError, KeyError):
         return None
     return list(graphs) if graphs and all(graph is not None for graph in graphs) else None
+
+
+def _loop_body(op):
+    return [control_flow_graph(op, "body") or _function_graph(op, op.get_attr("body").name)]
+
+
+def _if_branches(op):
+    return [
+        control_flow_graph(op, "then") or _function_graph(op, op.get_attr("then_branch").name),
+        control_flow_graph(op, "else") or _function_graph(op, op.get_attr("else_branch").name),
+    ]
+
+
+def _case_branches(op):
+    # TensorFlow keeps no Python graphs on a Case op: each branch comes from the library.
+    return [_function_graph(op, function.name) for function in op.get_attr("branches")]
+
+
+def _called_function(op):
+    if custom_gradient_type(op):
+        return None  # its own gradient is what backprop uses: ask that instead
+    return [_function_graph(op, op.get_attr("f").name)]
+
+
+# How to read the bodies of each kind of op that has them.
+_BODY_READERS = {
+    **dict.fromkeys(CALL_OPS, _called_function),
+    **dict.fromkeys(("Case", "StatelessCase"), _case_branches),
+    **dict.fromkeys(("If", "StatelessIf"), _if_branches),
+    **dict.fromkeys(WHILE_OPS, _loop_body),
+}
 
 
 def _function_graph(op, name):

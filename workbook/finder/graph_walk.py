@@ -209,13 +209,38 @@ def _disconnected_finding(program, reach, sinks, index, status):
 
 def _findings(program, sources, breaks, hopeful):
     """Sort the candidate breaks into findings, notes and :class:`UncheckedBreak` s."""
-    findings, notes, unchecked, covered = [], [], [], set()
     dead = {index for index, status in enumerate(sources) if status.static != "flowing"}
     ranked = sorted(breaks.values(), key=lambda brk: program.order.get(brk.op, 0))
+    owners = _owners_of(sources)
+    findings, notes, unchecked, covered = _sort_breaks(program, sources, ranked, dead, hopeful, owners)
+    # A source whose only way to the output is through an index (a gather's indices, a
+    # one_hot's position) is cut as surely as by a cast: name the op that made the index.
+    for index in sorted(dead):
+        brk = None if index in covered else _index_cut(program, sources, ranked, index)
+        if brk is None:
+            continue
+        matters = brk.blocked & dead - covered
+        covered |= matters
+        finding = _finding(program, brk, owners(matters))
+        finding.detail += "; only an index made from it reaches the output, and an index carries no gradient"
+        notes[:] = [note for note in notes if note.op_name != brk.op.name]
+        findings.append(finding)
+    findings.sort(key=Finding.sort_key)
+    return findings, notes, unchecked
+
+
+def _owners_of(sources):
+    """A function from source indices to their owners' names, each once, in source order."""
 
     def owners(indices):
         return list(dict.fromkeys(sources[index].owner for index in sorted(indices)))
 
+    return owners
+
+
+def _sort_breaks(program, sources, ranked, dead, hopeful, owners):
+    """Each break, in program order, as a finding (it cuts a dead source), a note, or unchecked."""
+    findings, notes, unchecked, covered = [], [], [], set()
     for brk in ranked:
         # A deliberate block matters only for sources that no other path could ever reach.
         matters = brk.blocked & (dead - hopeful if brk.deliberate else dead)
@@ -228,25 +253,19 @@ def _findings(program, sources, breaks, hopeful):
             findings.append(finding)
         else:
             notes.append(finding)
-    # A source whose only way to the output is through an index (a gather's indices, a
-    # one_hot's position) is cut as surely as by a cast: name the op that made the index.
-    for index in sorted(dead):
-        if index in covered or sources[index].static != "cut":
-            continue
-        blocking = [brk for brk in ranked if index in brk.blocked and brk.reason != "gradient_error"]
-        if not blocking:
-            continue
-        # A test that only decides a where (keras.ops.argmax's guard against -0.0) is not the cut.
-        blocking = [brk for brk in blocking if not _only_decides_where(brk.op)] or blocking
-        brk = min(blocking, key=lambda brk: (brk.reason != "integer_output", program.order.get(brk.op, 0)))
-        matters = brk.blocked & dead - covered
-        covered |= matters
-        finding = _finding(program, brk, owners(matters))
-        finding.detail += "; only an index made from it reaches the output, and an index carries no gradient"
-        notes[:] = [note for note in notes if note.op_name != brk.op.name]
-        findings.append(finding)
-    findings.sort(key=Finding.sort_key)
-    return findings, notes, unchecked
+    return findings, notes, unchecked, covered
+
+
+def _index_cut(program, sources, ranked, index):
+    """The break that cuts source ``index`` by making an index of it, or None: an integer output first."""
+    if sources[index].static != "cut":
+        return None
+    blocking = [brk for brk in ranked if index in brk.blocked and brk.reason != "gradient_error"]
+    if not blocking:
+        return None
+    # A test that only decides a where (keras.ops.argmax's guard against -0.0) is not the cut.
+    blocking = [brk for brk in blocking if not _only_decides_where(brk.op)] or blocking
+    return min(blocking, key=lambda brk: (brk.reason != "integer_output", program.order.get(brk.op, 0)))
 
 
 LOGICAL_OPS = {"LogicalAnd", "LogicalOr", "LogicalNot", "BitwiseAnd", "Less", "Equal"}
@@ -503,8 +522,7 @@ class BackwardWalk:
         self.mark(tensor, Flow.SELECTOR if deliberate else min(level, Flow.SHADOW))
 
     def visit(self, op):
-        carried = [t for t in op.outputs if self.state.get(t.ref())]
-        inputs = [t for t in op.inputs if self._reached.get(t.ref(), 0)] if carried else []
+        carried, inputs = self._carried_and_reached(op)
         if not inputs:
             return
         level = max(self.state[t.ref()] for t in carried)
@@ -513,12 +531,17 @@ class BackwardWalk:
         elif op.type in STOP_OPS:
             for tensor in inputs:
                 self.block(op, "stop_gradient", tensor, level, deliberate=True)
-        elif any(_is_handle(t) for t in carried) or any(t.dtype.name == "variant" for t in op.inputs):
-            # A list of tensors (map_fn, a loop's TensorArray) or a handle passes its values on.
+        elif _passes_values_on(op, carried):
             for tensor in inputs:
                 self.mark(tensor, level if _is_carrier(tensor) else Flow.SELECTOR)
         else:
             self._visit_with_gradient_function(op, carried, inputs, level)
+
+    def _carried_and_reached(self, op):
+        """The outputs of ``op`` a gradient arrives at, and the inputs a source reaches (none if none arrives)."""
+        carried = [t for t in op.outputs if self.state.get(t.ref())]
+        inputs = [t for t in op.inputs if self._reached.get(t.ref(), 0)] if carried else []
+        return carried, inputs
 
     def _visit_integer_outputs(self, op, inputs, level):
         """Only integer, boolean or string values leave this op: no gradient can."""
@@ -576,6 +599,11 @@ class BackwardWalk:
         if key not in self._patterns:
             self._patterns[key] = gradient_pattern(op, gradient_function, carried, self._original_ops)
         return self._patterns[key]
+
+
+def _passes_values_on(op, carried):
+    """A list of tensors (map_fn, a loop's TensorArray) or a handle passes its values on."""
+    return any(_is_handle(t) for t in carried) or any(t.dtype.name == "variant" for t in op.inputs)
 
 
 def _output_frame(sinks):

@@ -7,7 +7,7 @@ draws and shows.
 
 import numpy as np
 
-from workbook.core.arguments import check_flag
+from workbook.core.arguments import check_count, check_flag
 from workbook.lab.bottleneck_runs import BottleneckRun, check_arguments, gradient_norms, train_bottlenecks
 
 # BottleneckRun and gradient_norms are also reached from here, as the lab does.
@@ -88,18 +88,24 @@ def comparison_figures(runs, x_test, n_images=8):
     Introduced in 04_autoencoder_lab.ipynb; :func:`compare_bottlenecks` shows them. The
     gradient-norm panels share one y-axis, so their heights compare directly.
     """
+    check_count("n_images", n_images, owner="comparison_figures")
+    return _loss_figure(runs), _gradient_norm_figure(runs), _reconstruction_figure(runs, x_test, n_images)
+
+
+def _loss_figure(runs):
+    """Each bottleneck's training and test loss per epoch, in one panel with the legend beside it."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    from workbook.core.figures import PALETTE, decade_range, draw_gradient_norms, new_figure, rows_below_the_break
+    from workbook.core.figures import PALETTE, new_figure
 
-    labels = list(runs)
-    losses = new_figure(figsize=(8.5, 3.4))
-    losses.set_layout_engine("constrained")
-    ax = losses.subplots()
-    for i, label in enumerate(labels):
-        color = list(PALETTE.values())[i % len(PALETTE)]
-        history = runs[label].history
+    figure = new_figure(figsize=(8.5, 3.4))
+    figure.set_layout_engine("constrained")
+    ax = figure.subplots()
+    colors = list(PALETTE.values())
+    for i, (label, run) in enumerate(runs.items()):
+        color = colors[i % len(colors)]
+        history = run.history
         epochs = np.arange(1, len(history.get("loss", [])) + 1)
         ax.plot(epochs, history.get("loss", []), "o-", color=color, label=label)
         if "val_loss" in history:
@@ -114,18 +120,23 @@ def comparison_figures(runs, x_test, n_images=8):
     ]
     # Beside the axes, so that no legend covers a curve: one entry per bottleneck, two styles.
     handles = [*ax.get_legend_handles_labels()[0], Line2D([], [], ls="none", label=" "), *styles]
-    losses.legend(handles=handles, loc="outside right upper", fontsize="small")
+    figure.legend(handles=handles, loc="outside right upper", fontsize="small")
     ax.grid(True, alpha=0.3)
+    return figure
 
+
+def _gradient_norm_figure(runs):
+    """One panel of per-layer gradient norms per bottleneck, up to three a row, on one y-axis."""
+    from workbook.core.figures import draw_gradient_norms, new_figure, rows_below_the_break
+
+    labels = list(runs)
     columns = min(len(labels), 3)
     rows = -(-len(labels) // columns)
-    norms = new_figure(figsize=(4.0 * columns, 3.2 * rows + 0.5))
-    norms.set_layout_engine("constrained")
-    axes = np.atleast_1d(norms.subplots(rows, columns, squeeze=False).ravel())
+    figure = new_figure(figsize=(4.0 * columns, 3.2 * rows + 0.5))
+    figure.set_layout_engine("constrained")
+    axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False).ravel())
     histories = [runs[label].gradients for label in labels]
-    spans = [decade_range(history.norms) for history in histories if np.isfinite(history.norms).any()]
-    spans = [span for span in spans if span != (0, 0)] or [(0, 0)]
-    decades = (min(low for low, _ in spans), max(high for _, high in spans))
+    decades = _shared_decades(histories)
     reserve = max(len(rows_below_the_break(history)) for history in histories)
     # Not strict: a grid can hold more axes than there are runs (those are hidden below).
     for ax, label, history in zip(axes, labels, histories, strict=False):
@@ -133,7 +144,7 @@ def comparison_figures(runs, x_test, n_images=8):
     for ax in axes[len(labels) :]:
         ax.set_visible(False)
     handles = {line.get_label(): line for ax in axes for line in ax.lines if not line.get_label().startswith("_")}
-    norms.legend(
+    figure.legend(
         list(handles.values()),
         list(handles),
         loc="outside lower center",
@@ -142,17 +153,29 @@ def comparison_figures(runs, x_test, n_images=8):
         title="gradient norm of each layer (same y-axis in every panel)",
         title_fontsize="small",
     )
+    return figure
+
+
+def _shared_decades(histories):
+    """The powers of ten that hold every run's finite, non-zero gradient norms: one y-axis for all."""
+    from workbook.core.figures import decade_range
+
+    spans = [decade_range(history.norms) for history in histories if np.isfinite(history.norms).any()]
+    spans = [span for span in spans if span != (0, 0)] or [(0, 0)]
+    return min(low for low, _ in spans), max(high for _, high in spans)
+
+
+def _reconstruction_figure(runs, x_test, n_images):
+    """The first test images on top, and each bottleneck's reconstructions below, named with their MSE."""
+    from workbook.core.figures import new_figure
 
     n_images = min(n_images, len(x_test))
-    grid = new_figure(figsize=(1.1 * n_images + 1.6, 1.15 * (len(labels) + 1)))
-    cells = grid.subplots(len(labels) + 1, n_images, squeeze=False)
     rows_of_images = [("original", x_test[:n_images])]
-    for label in labels:
-        run = runs[label]
-        name = f"{label}\nMSE {run.test_mse:.4f}"
-        if run.codes_used is not None:
-            name += f"\n{run.codes_used}/{run.n_codes} codes, perplexity {run.perplexity:.1f}"
-        rows_of_images.append((name, run.model.predict(x_test[:n_images], verbose=0)))
+    rows_of_images += [
+        (_row_name(label, run), run.model.predict(x_test[:n_images], verbose=0)) for label, run in runs.items()
+    ]
+    figure = new_figure(figsize=(1.1 * n_images + 1.6, 1.15 * len(rows_of_images)))
+    cells = figure.subplots(len(rows_of_images), n_images, squeeze=False)
     for r, (name, images) in enumerate(rows_of_images):
         for c in range(n_images):
             cell = cells[r, c]
@@ -160,6 +183,13 @@ def comparison_figures(runs, x_test, n_images=8):
             cell.set_xticks([])
             cell.set_yticks([])
         cells[r, 0].set_ylabel(name, rotation=0, ha="right", va="center", fontsize="small")
-    grid.suptitle("Test images (top) and their reconstructions")
-    grid.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02, wspace=0.05, hspace=0.1)
-    return losses, norms, grid
+    figure.suptitle("Test images (top) and their reconstructions")
+    figure.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02, wspace=0.05, hspace=0.1)
+    return figure
+
+
+def _row_name(label, run):
+    name = f"{label}\nMSE {run.test_mse:.4f}"
+    if run.codes_used is not None:
+        name += f"\n{run.codes_used}/{run.n_codes} codes, perplexity {run.perplexity:.1f}"
+    return name

@@ -6,7 +6,6 @@ training step's own gradients, and what a record means) is
 the live figure, its caption and :meth:`GradientNormHistory.plot`.
 """
 
-import base64
 import html
 import time
 
@@ -131,6 +130,26 @@ def describe(history):
     return f"{text}. {history.not_recorded}" if history.not_recorded else text
 
 
+class _Shown:
+    """A frame or caption as IPython displays it: a PNG or HTML, and the description as its plain text.
+
+    IPython's own ``Image`` and ``HTML`` would put "<IPython.core.display.Image object>" where
+    the description goes, which screen readers and the book's alt text read.
+    """
+
+    def __init__(self, text, png=None, html=None):
+        self.text, self.png, self.html = text, png, html
+
+    def _repr_png_(self):
+        return self.png
+
+    def _repr_html_(self):
+        return self.html
+
+    def __repr__(self):
+        return self.text
+
+
 class _LiveFigure:
     """One figure shown once and then replaced in place, at most once per `refresh_seconds`."""
 
@@ -153,20 +172,20 @@ class _LiveFigure:
 
         draw_gradient_norms(self.ax, history, title="Gradient norm per layer (live)")
         text = describe(history)
-        image = {"image/png": base64.b64encode(figure_png(self.figure)).decode("ascii"), "text/plain": text}
-        caption = {
-            "text/html": (
+        image = _Shown(text, png=figure_png(self.figure))
+        caption = _Shown(
+            text,
+            html=(
                 f'<div class="workbook-gradient-monitor" data-frame="{self.redraws + 1}" '
                 f'style="font-family: monospace; font-size: 85%;">{html.escape(text)}</div>'
             ),
-            "text/plain": text,
-        }
+        )
         if self.image is None:
-            self.image = display(image, raw=True, display_id=True)
-            self.caption = display(caption, raw=True, display_id=True)
+            self.image = display(image, display_id=True)
+            self.caption = display(caption, display_id=True)
         else:
-            self.image.update(image, raw=True)
-            self.caption.update(caption, raw=True)
+            self.image.update(image)
+            self.caption.update(caption)
         self.redraws += 1
         self.last_drawn = started
         self.last_cost = time.monotonic() - started

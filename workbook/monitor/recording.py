@@ -293,26 +293,26 @@ class GradientNormRecorder(keras.callbacks.Callback):
         """The finder, once, for the layers of the last record whose gradient is None or 0 and not yet explained."""
         history = self.history
         stuck = [name for name in history.dead_layers() + history.zero_layers() if name not in history.cut_by]
-        if not stuck:
-            return
+        if stuck:
+            history.cut_by.update(self._explain(stuck, self._fit_example(sys._getframe(1))))
+
+    def _explain(self, stuck, found):
+        """``{layer: Finding, or why no op is named}`` for the stuck layers, from one run of the finder."""
+        if found is None or found[0] is not self.model:
+            return dict.fromkeys(stuck, "no op named: the batch of this fit could not be read from its arguments")
         from workbook.finder import diagnosis
 
-        found = self._fit_example(sys._getframe(1))
-        if found is None or found[0] is not self.model:
-            for name in stuck:
-                history.cut_by[name] = "no op named: the batch of this fit could not be read from its arguments"
-            return
         try:
             report = diagnosis.find_gradient_breaks(self.model, found[1])
         except Exception as error:  # training goes on; the records say why no op is named
             text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
-            for name in stuck:
-                history.cut_by[name] = f"no op named: the finder failed ({text})"
-            return
+            return dict.fromkeys(stuck, f"no op named: the finder failed ({text})")
+        explained = {}
         for name in stuck:
             mine = [f for f in report.findings if f"layer {name}" in f.cuts]
             # No op cuts it in the graph: the gradient is 0 for these values (a ReLU at its kink, zeros in).
-            history.cut_by[name] = mine[0] if mine else "no op cuts it: its gradient is 0 for these values"
+            explained[name] = mine[0] if mine else "no op cuts it: its gradient is 0 for these values"
+        return explained
 
     def _fit_example(self, frame):
         """(model, example, description) of the fit running below `frame`; the monitor reads it (a layer above)."""
