@@ -11,6 +11,11 @@ environment that has no ``PYTEST_*`` and no ``TF_*`` variables and a home folder
 of its own. Under pytest, ipykernel stops forwarding what the process writes to
 file descriptor 2, so a kernel started from the test process itself would hide
 every stderr line a student sees in red.
+
+Why not a library: the runner is nbclient, as papermill and nbmake are; nbmake starts its
+kernels from the pytest process (so with ``PYTEST_*`` set), and papermill stops at a
+notebook's first error and injects every parameter it is given, where these tests want every
+error of a run and only the knobs a notebook has.
 """
 
 import argparse

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import workbook
+from workbook.lab.compare import comparison_figures
 
 IMAGES = np.zeros((4, 28, 28, 1), dtype="float32")
 NAN_IMAGES = IMAGES.copy()
@@ -332,6 +333,10 @@ BAD_CALLS = {
     "measure_estimators(seed=-1)": (lambda: workbook.measure_estimators(seed=-1), ["seed=-1"]),
     "plot_bias_variance([])": (lambda: workbook.plot_bias_variance([]), ["results"]),
     "plot_bias_variance([1])": (lambda: workbook.plot_bias_variance([1]), ["results"]),
+    "comparison_figures(n_images=0)": (
+        lambda: comparison_figures({}, None, n_images=0),
+        ["n_images=0", "whole number"],
+    ),
     "plot_bias_variance(batch_size=0)": (
         lambda: workbook.plot_bias_variance([SimpleNamespace(bias_norm=1.0, variance=1.0)], batch_size=0),
         ["batch_size=0", "whole number"],

@@ -288,7 +288,17 @@ def test_a_real_sigint_mid_fit_leaves_the_model_as_found_at_once(tmp_path):
             assert child.stdout.readline().strip() == "training", errors.read_text()[-3000:]
             time.sleep(1.0)  # well inside the fit: 64 batches an epoch, a thousand epochs
             child.send_signal(signal.SIGINT)
-            out, _ = child.communicate(timeout=120)
+            try:
+                out, _ = child.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                # CPython drops a KeyboardInterrupt that lands in a finalizer ("Exception ignored
+                # in ..."): then, and only then, press it again, as a student would.
+                said = errors.read_text()
+                assert "Exception ignored" in said and "KeyboardInterrupt" in said, (
+                    f"still training 60 s after SIGINT; its stderr:\n{said[-3000:]}"
+                )
+                child.send_signal(signal.SIGINT)
+                out, _ = child.communicate(timeout=120)
         finally:
             if child.poll() is None:
                 child.kill()
