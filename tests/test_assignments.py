@@ -409,20 +409,54 @@ def _modules_used(tree):
     }
 
 
-def test_every_check_of_the_graded_assignment_imports_the_modules_it_uses():
-    # A student may rebind `keras` or `np` in an answer cell; a graded check of 05 (the
-    # assignment that counts, and guards against tampering) that relied on the notebook's
-    # earlier import would then check against the student's object.
-    path = NOTEBOOKS / "05_assignment_quantized_autoencoder.ipynb"
-    notebook = nbformat.read(path, as_version=4)
-    missing = {}
+HIDDEN_TESTS = re.compile(r"^### BEGIN HIDDEN TESTS$.*?^### END HIDDEN TESTS$\n?", re.MULTILINE | re.DOTALL)
+
+
+def _names_loaded(tree):
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+
+def locked_check_problems(notebook):
+    """{grade_id: names} a graded check uses without importing them where the student's version keeps them.
+
+    The student's version is the cell with its hidden tests cut out (as nbgrader's
+    generate_assignment does): a module alias it uses must be imported there, and so must
+    any name the cell imports only inside its hidden tests.
+    """
+    problems = {}
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("locked") and meta.get("grade"):
-            tree = ast.parse(_code_of(cell))
-            if _modules_used(tree) - _imported(tree):
-                missing[meta["grade_id"]] = sorted(_modules_used(tree) - _imported(tree))
-    assert not missing, f"{path.name}: graded cells use modules they do not import: {missing}"
+            whole = ast.parse(_code_of(cell))
+            kept = ast.parse(HIDDEN_TESTS.sub("", _code_of(cell)))
+            only_hidden = _imported(whole) - _imported(kept)
+            missing = (_modules_used(kept) | (_names_loaded(kept) & only_hidden)) - _imported(kept)
+            if missing:
+                problems[meta["grade_id"]] = sorted(missing)
+    return problems
+
+
+def test_every_check_of_the_graded_assignment_imports_the_modules_it_uses():
+    # A student may rebind `keras` or `np` in an answer cell; a graded check of 05 (the
+    # assignment that counts, and guards against tampering) that relied on the notebook's
+    # earlier import would then check against the student's object. And what the check
+    # calls must be imported outside its hidden tests, or the student's version has no
+    # check_quantizer to call (import sorting once moved such an import into the hidden block).
+    path = NOTEBOOKS / "05_assignment_quantized_autoencoder.ipynb"
+    problems = locked_check_problems(nbformat.read(path, as_version=4))
+    assert not problems, f"{path.name}: graded cells use names they do not import: {problems}"
+
+
+def test_the_import_check_catches_an_import_moved_into_the_hidden_tests_and_a_missing_module():
+    notebook = nbformat.read(NOTEBOOKS / "05_assignment_quantized_autoencoder.ipynb", as_version=4)
+    cells = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in notebook.cells}
+    # what ruff's import sorting once did to this cell: its one import joined the hidden block
+    cells["a_forward"].source = cells["a_forward"].source.replace(
+        "from workbook.lab.assignment_checks import check_quantizer\n\n### BEGIN HIDDEN TESTS\n",
+        "### BEGIN HIDDEN TESTS\nfrom workbook.lab.assignment_checks import check_quantizer\n",
+    )
+    cells["b_fix"].source = cells["b_fix"].source.replace("import keras\n", "")
+    assert locked_check_problems(notebook) == {"a_forward": ["check_quantizer"], "b_fix": ["keras"]}
 
 
 @pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name)
