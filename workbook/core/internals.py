@@ -142,7 +142,7 @@ def restore_layer_attributes(attributes):
         for name in [name for name in now if name not in before]:
             del now[name]
         for name, value in before.items():
-            if now.get(name, value) is not value or name not in now:
+            if name not in now or now[name] is not value:
                 now[name] = value
 
 

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from workbook.core.arguments import is_number
+from workbook.core.arguments import is_number, refuse
 from workbook.core.figures import draw_gradient_norms, figure_png, in_notebook, new_figure
 from workbook.monitor.recording import GradientNormRecorder, GradientNormRecords
 
@@ -72,9 +72,9 @@ class GradientNormMonitor(GradientNormRecorder):
         super().__init__(every=every, find_cuts=find_cuts)
         # Infinity is allowed: the figure is then drawn once, when training ends.
         if not is_number(refresh_seconds, low=0, finite=False):
-            raise ValueError(f"refresh_seconds={refresh_seconds!r} must be a number of seconds >= 0, e.g. 0.5.")
+            refuse("refresh_seconds", refresh_seconds, "a number of seconds >= 0, e.g. 0.5", type(self).__name__)
         if not isinstance(live, (bool, np.bool_)):
-            raise ValueError(f"live={live!r} must be True (draw while training) or False (record only).")
+            refuse("live", live, "True (draw while training) or False (record only)", type(self).__name__)
         self.live = bool(live)
         self.refresh_seconds = float(refresh_seconds)
         self._screen = None

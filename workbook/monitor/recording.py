@@ -89,7 +89,7 @@ import keras
 import numpy as np
 
 from workbook.core import internals
-from workbook.core.arguments import is_whole_number
+from workbook.core.arguments import is_whole_number, refuse
 
 #: Attribute of Keras's train function that keeps the monitored step made for it.
 _STEP = "_workbook_monitored_step"
@@ -130,14 +130,16 @@ class GradientNormRecords:
         return len(self._steps)
 
     def __repr__(self):
-        dead = [f"{name} ({self.cut_text(name)})" if name in self.cut_by else name for name in self.dead_layers()]
-        zero = [f"{name} ({self.cut_text(name)})" if name in self.cut_by else name for name in self.zero_layers()]
+        dead, zero = self._with_cuts(self.dead_layers()), self._with_cuts(self.zero_layers())
         notes = [f"no gradient: {', '.join(dead)}"] if dead else []
         notes += [f"gradient exactly 0: {', '.join(zero)}"] if zero else []
         notes += [f"not recorded: {self.not_recorded}"] if self.not_recorded else []
         return (
             f"{type(self).__name__}({len(self)} records of {len(self.layers)} layers{''.join('; ' + n for n in notes)})"
         )
+
+    def _with_cuts(self, names):
+        return [f"{name} ({self.cut_text(name)})" if name in self.cut_by else name for name in names]
 
     def cut_text(self, name, code=True):
         """What cut layer `name`'s gradient, in words: "cut by Round at cell 3, line 4: `tf.round(z)`"."""
@@ -232,10 +234,11 @@ class GradientNormRecorder(keras.callbacks.Callback):
     history_type = GradientNormRecords
 
     def __init__(self, every=10, find_cuts=False):
+        owner = type(self).__name__
         if not is_whole_number(every, low=1):
-            raise ValueError(f"every={every!r} must be a whole number of at least 1, e.g. every=10.")
+            refuse("every", every, "a whole number of at least 1, e.g. every=10", owner)
         if not isinstance(find_cuts, (bool, np.bool_)):
-            raise ValueError(f"find_cuts={find_cuts!r} must be True (name the op that cut a gradient) or False.")
+            refuse("find_cuts", find_cuts, "True (name the op that cut a gradient) or False", owner)
         super().__init__()
         self.every = int(every)
         self.find_cuts = bool(find_cuts)
