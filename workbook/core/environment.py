@@ -59,6 +59,7 @@ def setup(seed=0, quiet=True):
         _quiet_start()
     import keras
 
+    seed = int(seed)  # a NumPy integer too: random.seed takes only Python's own
     random.seed(seed)
     np.random.seed(seed)
     keras.utils.set_random_seed(seed)
