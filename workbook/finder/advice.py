@@ -1,9 +1,8 @@
 """Advice that fixes the code: a culprit's hint, read from the op, what its value feeds, and whose code it is.
 
 Introduced in 03_finding_gradient_killers.ipynb. A hint per op type (``OP_HINTS`` in
-:mod:`workbook.finder.report`) is right for an op on its own; this module sharpens
-:mod:`workbook.finder.hints`) is right for an op on its own; this module sharpens
-it where the op is one step of something larger:
+:mod:`workbook.finder.hints`) is right for an op on its own; this module sharpens it where
+the op is one step of something larger:
 
 - a metric used as a loss (IoU, Dice, AUC, an edit distance, an accuracy), named by the
   functions of your code that made the op or by the op its value feeds: the metric has

@@ -88,7 +88,7 @@ class Analysis:
 
 
 def analyse(target, traced=None):
-    """Trace ``target`` (a finder_targets.Target) unless ``traced`` is given, walk backwards, report."""
+    """Trace ``target`` (a :class:`~workbook.finder.targets.Target`) unless ``traced`` is given; walk back; report."""
     import tensorflow as tf
 
     sources = _sources(target)

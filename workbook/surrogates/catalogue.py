@@ -6,8 +6,9 @@ uses ``keras.ops`` so that it keeps the input's dtype (float16, float32 or
 float64) and works eagerly, in ``tf.function`` and inside any Keras model.
 
 This module is the maths only: the LaTeX of each entry is text kept in
-surrogate_formulas.py, the symbolic Keras operation in surrogate_operation.py, and
-the explorer's slider ranges in explorer.py.
+:mod:`workbook.surrogates.formulas`, the symbolic Keras operation in
+:mod:`workbook.surrogates.operation`, and the explorer's slider ranges in
+:mod:`workbook.surrogates.explorer`.
 """
 
 import copy

@@ -2,7 +2,7 @@
 
 Introduced in 02_surrogate_zoo.ipynb, whose legends and ``display(Math(entry.formula))``
 show them. This module is text only and imports nothing: ``entry.formula`` is part of
-every catalog entry, so the maths in surrogates.py reads its formulas from here
+every catalog entry, so the maths in :mod:`workbook.surrogates.catalogue` reads its formulas from here
 without loading any plotting or widget library.
 """
 
