@@ -4,9 +4,11 @@ Each case runs in a real kernel, through the runner the notebooks use (nbclient 
 process), twice: in a kernel whose first cell calls ``workbook.setup()`` and in one whose
 first cell only imports the workbook. The cases that are about a process of the student's
 own (a script that crashes, exits, or leaves a process behind) run that process from a cell,
-with the same first line: ``workbook.setup()`` or not. Every case compares with what was
-written, and both kernels must give it. Only TensorFlow's own log lines differ, and they
-are the last case: with ``setup()``, none.
+with the same first line: ``workbook.setup()`` or not. Both kernels import TensorFlow in their
+first cell, and a hook writes, starts a process and (in processes of their own) crashes while it
+loads: inside ``setup()``'s window with it. Every case compares with what was written, and both
+kernels must give it. Only TensorFlow's own log lines differ, and they are the last case: with
+``setup()``, none.
 """
 
 import json
@@ -38,11 +40,109 @@ os.write(2, b"the background process outlived its parent\\n")
 (folder / "done").touch()
 """
 
+# What the student's code writes while TensorFlow loads: from a hook that runs when the kernel
+# first imports TensorFlow (inside setup() with it, at the first cell's own import without).
+DURING_THE_IMPORT = [
+    "a line of my own while TensorFlow loads",
+    *LOOK_ALIKES[:2],
+    "I0000 00:00:1796050411.000000 1 port.cc:153] oneDNN custom operations are on, says my own line",
+    "I0000 00:00:1796050411.000000 1 mlir_graph_optimization_pass.cc:401] MLIR V1 optimization pass: mine",
+    "WARNING: All log messages before absl::InitializeLog() is called: my own sentence",
+    "F1201 12:00:00.000000 1 model.cc:1] Check failed: a fatal line of my own",
+]
+# A process started during the import: it writes, then waits for a flag set in the last cell.
+CHILD_OF_THE_IMPORT = f"""
+import os, pathlib, sys, time
+folder = pathlib.Path(sys.argv[1])
+os.write(2, {LOOK_ALIKES[2]!r}.encode() + b"\\n")
+for i in range(100):
+    os.write(2, b"child line %d during the import\\n" % i)
+deadline = time.monotonic() + 600
+while not (folder / "go").exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+for i in range(100):
+    os.write(2, b"child line %d after the import\\n" % i)
+"""
+FIRST_CELL_STDERR = (
+    "".join(line + "\n" for line in DURING_THE_IMPORT)
+    + "a partial line, finished later\n"
+    + LOOK_ALIKES[2]
+    + "\n"
+    + "".join(f"child line {i} during the import\n" for i in range(100))
+    + "after the import\n"
+)
+# A process of the student's own that dies while TensorFlow loads: the hook, then {first}.
+CRASHES_DURING_THE_IMPORT = {
+    "faulthandler": ("ctypes.string_at(0)", "Fatal Python error: Segmentation fault"),
+    "os.abort": (
+        "os.write(2, b'F1201 12:00:00.000000 1 model.cc:1] Check failed: it stops mid-import\\n'); os.abort()",
+        "F1201 12:00:00.000000 1 model.cc:1] Check failed: it stops mid-import",
+    ),
+    "os._exit": ("os.write(2, b'last words mid-import\\n'); os._exit(3)", "last words mid-import"),
+    "SIGTERM": (
+        "os.write(2, b'stopped from outside mid-import\\n'); os.kill(os.getpid(), signal.SIGTERM)",
+        "stopped from outside mid-import",
+    ),
+}
+CRASH_DURING_THE_IMPORT = """
+import ctypes, faulthandler, os, signal, sys
+faulthandler.enable()
+class Crash:
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow":
+            {action}
+sys.meta_path.insert(0, Crash())
+"""
+
 # One kernel's cells; {first} is the first line of the kernel and of every child process.
 CELLS = {
     "first": """
+        import contextlib, os, subprocess, sys, tempfile, time
+        IMPORT_WINDOW = {"folder": tempfile.mkdtemp()}
+        KERNEL_STDERR = os.fstat(2)
+        SEEN = []
+
+        @contextlib.contextmanager
+        def watching():
+            # Records the text the kernel passes on to the notebook as its stderr stream.
+            write = type(sys.stderr).write
+            sys.stderr.write = lambda text: (SEEN.append(text), write(sys.stderr, text))[1]
+            try:
+                yield
+            finally:
+                del sys.stderr.write
+
+        def arrived(text):
+            # A condition with a generous cap, never a schedule.
+            deadline = time.monotonic() + 60
+            while text not in "".join(SEEN) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return text in "".join(SEEN)
+
+        class DuringTheImport:
+            def find_spec(self, name, path=None, target=None):
+                if name == "tensorflow":
+                    sys.meta_path.remove(self)
+                    during_the_import()
+
+        def during_the_import():
+            IMPORT_WINDOW["descriptor 2 swapped"] = os.fstat(2).st_ino != KERNEL_STDERR.st_ino
+            with watching():
+                for line in {during!r}:
+                    os.write(2, line.encode() + b"\\n")
+                os.write(2, b"a partial line, ")
+                IMPORT_WINDOW["a partial line at once"] = arrived("a partial line, ")
+                os.write(2, b"finished later\\n")
+                IMPORT_WINDOW["child"] = subprocess.Popen(
+                    [sys.executable, "-c", {child_of_the_import!r}, IMPORT_WINDOW["folder"]]
+                )
+                IMPORT_WINDOW["a child's lines at once"] = arrived("child line 99 during the import\\n")
+
+        sys.meta_path.insert(0, DuringTheImport())
         {first}
-        import json, os, pathlib, subprocess, sys, tempfile, threading, time
+        import tensorflow
+        os.write(2, b"after the import\\n")
+        import json, pathlib, threading
         FIRST = {first!r}
         GRANDCHILD = {grandchild!r}
 
@@ -59,6 +159,8 @@ CELLS = {
             while struct.unpack("i", fcntl.ioctl(2, termios.FIONREAD, b"\\0" * 4))[0]:
                 time.sleep(0.01)
             time.sleep(0.2)
+
+        drained()
     """,
     "lines": f"""
         for i in range({N_LINES}):
@@ -153,7 +255,31 @@ CELLS = {
         code = "import sys\\nsys.stderr.write(" + repr({LOOK_ALIKES[2]!r} + "\\n") + ")"
         _ = subprocess.run([sys.executable, "-c", code])
     """,
+    "crashes during the import": """
+        report = {}
+        for how, (action, _) in {crashes_during_the_import!r}.items():
+            folder = tempfile.mkdtemp()
+            script = {crash_during_the_import!r}.replace("{action}", action) + FIRST + "\\nimport tensorflow\\n"
+            # Its stderr captured: read until every writer has closed it, the forwarder included.
+            died = subprocess.run(
+                [sys.executable, "-c", script], capture_output=True, env=dict(os.environ, TMPDIR=folder), timeout=300
+            )
+            report[how] = {
+                "stderr": died.stderr.decode(errors="replace")[-3000:],
+                "left behind": os.listdir(folder),
+                "failed": died.returncode != 0,
+            }
+        print(json.dumps(report))
+    """,
     "tensorflow": TENSORFLOW_AT_WORK + "print('trained')",
+    "after the import": """
+        with watching():
+            (pathlib.Path(IMPORT_WINDOW["folder"]) / "go").touch()
+            IMPORT_WINDOW["a child's lines after the import"] = arrived("child line 99 after the import\\n")
+            IMPORT_WINDOW["child"].wait(timeout=120)
+        drained()
+        print(json.dumps({name: value for name, value in IMPORT_WINDOW.items() if isinstance(value, bool)}))
+    """,
 }
 NAMES = list(CELLS)
 VARIANTS = {"with setup()": "import workbook; workbook.setup(seed=0)", "without setup()": "import workbook"}
@@ -173,10 +299,15 @@ def kernels(tmp_path_factory):
             .strip()
             .replace("{first!r}", repr(first))
             .replace("{grandchild!r}", repr(GRANDCHILD))
+            .replace("{during!r}", repr(DURING_THE_IMPORT))
+            .replace("{child_of_the_import!r}", repr(CHILD_OF_THE_IMPORT))
+            .replace("{crashes_during_the_import!r}", repr(CRASHES_DURING_THE_IMPORT))
+            .replace("{crash_during_the_import!r}", repr(CRASH_DURING_THE_IMPORT))
             .replace("{first}", first)
             for name in NAMES
         ]
-        notebook = execute_cells(sources, tmp_path_factory.mktemp("cwd"), timeout_per_cell=180)
+        # Long enough for the waits of the first cell to run out, so a failure names its case.
+        notebook = execute_cells(sources, tmp_path_factory.mktemp("cwd"), timeout_per_cell=300)
         runs[variant] = dict(zip(NAMES, notebook.cells, strict=True))
     return runs
 
@@ -263,6 +394,47 @@ def test_a_students_line_that_looks_like_a_log_line_is_kept(kernels, variant):
     assert sorted(shown) == sorted(LOOK_ALIKES)
 
 
+# What TensorFlow writes while it loads when no log level is set, whole lines, in either version.
+TENSORFLOW_START = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|.*[ /]port\.cc:\d+\] oneDNN custom operations are on\. You may see .*"
+    r"|.*[ /]cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized .*"
+    r"|To enable the following instructions: .*)\n",
+    re.MULTILINE,
+)
+
+
+@variants
+def test_what_is_written_while_tensorflow_loads_arrives_whole_in_order_and_at_once(kernels, variant):
+    # Both kernels import TensorFlow in their first cell; a hook writes while it loads, waiting
+    # each time until the kernel has passed the text on (a partial line, a child's lines), and
+    # the cell writes once more after the import. Without setup(), TensorFlow's lines are there too.
+    cells = kernels[variant]
+    shown = stream(cells["first"])
+    assert (shown if variant == "with setup()" else TENSORFLOW_START.sub("", shown)) == FIRST_CELL_STDERR
+    report = json.loads(stream(cells["after the import"], "stdout"))
+    assert report == {
+        "descriptor 2 swapped": variant == "with setup()",  # the hook ran inside setup()'s window
+        "a partial line at once": True,
+        "a child's lines at once": True,
+        "a child's lines after the import": True,
+    }
+
+
+@variants
+def test_a_process_started_during_the_import_is_heard_to_its_end(kernels, variant):
+    expected = "".join(f"child line {i} after the import\n" for i in range(100))
+    assert stream(kernels[variant]["after the import"]) == expected
+
+
+@variants
+@pytest.mark.parametrize("how", CRASHES_DURING_THE_IMPORT)
+def test_a_crash_while_tensorflow_loads_keeps_its_message_and_leaves_no_file(kernels, variant, how):
+    report = json.loads(stream(kernels[variant]["crashes during the import"], "stdout"))[how]
+    assert report["failed"] and CRASHES_DURING_THE_IMPORT[how][1] in report["stderr"], report["stderr"]
+    assert report["left behind"] == []  # in the process's own TMPDIR
+
+
 # TensorFlow's own lines: at import (Abseil's banner, oneDNN, cpu_feature_guard), at runtime
 # (local_rendezvous after a tf.data loop or a failed op), in either version's format.
 TENSORFLOW_LOG = re.compile(
@@ -273,8 +445,8 @@ TENSORFLOW_LOG = re.compile(
 def test_with_setup_tensorflow_writes_no_log_line_in_any_cell(kernels):
     cells = kernels["with setup()"]
     assert stream(cells["tensorflow"], "stdout") == "trained\n"
-    assert stream(cells["first"]) == "" and stream(cells["tensorflow"]) == ""
-    without = stream(kernels["without setup()"]["tensorflow"])
+    assert stream(cells["first"]) == FIRST_CELL_STDERR and stream(cells["tensorflow"]) == ""
+    without = stream(kernels["without setup()"]["first"]) + stream(kernels["without setup()"]["tensorflow"])
     if not TENSORFLOW_LOG.search(without):
         pytest.skip("this TensorFlow writes no log line here even without setup(), so the check shows nothing")
 

@@ -38,11 +38,12 @@ def setup(seed=0, quiet=True):
         Keep TensorFlow's start-up and runtime log lines from being written at all: the
         environment variable TensorFlow reads when it loads (``TF_CPP_MIN_LOG_LEVEL=3``; a
         value already set is kept) and the level of its Python loggers; the few lines that
-        TensorFlow writes while it loads, before it reads that level, are held back by
+        TensorFlow writes while it loads, which that level does not stop, are dropped by
         :func:`workbook.core.tensorflow_start.import_tensorflow_quietly` (everything else written
-        meanwhile is passed on); and import Matplotlib without its one-time messages
-        (building the font cache, a read-only home folder). Standard error is otherwise
-        untouched. The variable is inherited by subprocesses started afterwards.
+        meanwhile is passed on as it is written); and import Matplotlib without its one-time
+        messages (building the font cache, a read-only home folder). Standard error is otherwise
+        untouched. The variable is inherited by subprocesses started afterwards; a subprocess
+        that imports TensorFlow still writes those few lines, as it would without ``setup``.
 
         TensorFlow reads them once, when it loads. If it was imported before ``setup``, its
         start-up lines have already been written and later runtime lines may be too; the
@@ -67,8 +68,9 @@ def setup(seed=0, quiet=True):
 
 
 def _quiet_start():
-    """Keep TensorFlow's log unwritten (set before it loads, the rest held back while it loads,
-    its Python loggers at ERROR) and import Matplotlib without its one-time warnings."""
+    """Keep TensorFlow's log unwritten (its level set before it loads, its few start-up lines
+    dropped while it loads, its Python loggers at ERROR) and import Matplotlib without its
+    one-time warnings."""
     import logging
 
     os.environ.setdefault(*_LOG_LEVEL)
