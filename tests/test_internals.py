@@ -5,6 +5,8 @@ A test that fails here names the internal and the versions installed: a new Tens
 Keras changed something workbook/core/internals.py reaches into.
 """
 
+import random
+
 import keras
 import numpy as np
 import pytest
@@ -346,3 +348,232 @@ def test_grappler_passes_off_puts_back_each_setting_and_no_setting(grappler_sett
             raise Boom
         assert tf.config.optimizer.get_experimental_options() == now
     assert tf.config.optimizer.get_experimental_options() == before
+
+
+# -- the random state a run draws from: pins, and kept_random_state ---------------------------
+
+
+@pytest.fixture
+def global_generators():
+    """Keras's and tf.random's global generators as found, put back after the test."""
+    keras_generator = internals.keras_global_seed_generator()
+    tensorflow_generator = internals._tensorflow_generator_module().global_generator
+    yield
+    internals._set_keras_global_seed_generator(keras_generator)
+    internals._tensorflow_generator_module().global_generator = tensorflow_generator
+
+
+def test_unseeded_keras_random_draws_from_the_global_seed_generator_and_moves_its_state(global_generators):
+    keras.random.normal(())  # makes it if there is none
+    generator = internals.keras_global_seed_generator()
+    if not isinstance(generator, keras.random.SeedGenerator):
+        changed("global_state's 'global_seed_generator'", f"it holds {generator!r}, not a SeedGenerator")
+    before = generator.state.numpy()
+    first = keras.random.normal((3,)).numpy()
+    if np.array_equal(generator.state.numpy(), before):
+        changed("the global SeedGenerator", "an unseeded keras.random.normal did not move its state")
+    generator.state.assign(before)
+    if not np.array_equal(keras.random.normal((3,)).numpy(), first):
+        changed("the global SeedGenerator", "the same state gave another unseeded draw")
+    internals._set_keras_global_seed_generator(None)
+    keras.random.normal(())
+    if internals.keras_global_seed_generator() in (None, generator):
+        changed("global_state's 'global_seed_generator'", "an unseeded draw with none there did not make a new one")
+
+
+def test_eager_op_seeds_come_from_the_counter_tf_random_set_seed_makes_and_kernels_run_on():
+    tf.random.set_seed(3)
+    counter = internals._op_seeds()
+    if counter is None:
+        changed("the eager context's _rng", "tf.random.set_seed made no op-seed counter")
+    state = internals.random_state()
+    first = tf.random.normal((3,)).numpy()
+    if counter.getstate() == state.op_seeds:
+        changed("the eager context's _rng", "an unseeded eager tf.random.normal took no op seed from it")
+    counter.setstate(state.op_seeds)
+    # The same op seed again runs its cached kernel on: why restoring the counter clears the cache.
+    if np.array_equal(tf.random.normal((3,)).numpy(), first):
+        changed("TensorFlow's eager kernel cache", "an op seed handed out again started its draws over")
+    internals.restore_random_state(state)
+    np.testing.assert_array_equal(tf.random.normal((3,)).numpy(), first)
+
+
+def draws():
+    """One draw from every generator kept_random_state keeps."""
+    return [
+        np.array([random.random()]),
+        np.random.random(2),
+        keras.random.normal((2,)).numpy(),
+        tf.random.normal((2,)).numpy(),
+        tf.random.get_global_generator().normal((2,)).numpy(),
+    ]
+
+
+def reseed(seed):
+    """Every generator started over from ``seed``, without kept_random_state."""
+    keras.random.normal(())  # makes Keras's global SeedGenerator now, not after the seeding
+    keras.utils.set_random_seed(seed)  # Python, NumPy, TensorFlow's global seed (and, from Keras 3.9, Keras's)
+    generator = internals.keras_global_seed_generator()
+    if generator is not None:  # Keras 3.8 leaves it running where it was
+        generator.state.assign(np.array([seed, 0], dtype=generator.state.dtype))
+    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
+
+
+def test_kept_random_state_puts_back_every_generator_after_an_error_and_nested(global_generators):
+    reseed(7)
+    expected = draws()
+    reseed(7)
+    with pytest.raises(Boom), internals.kept_random_state():
+        draws()
+        with internals.kept_random_state():
+            inner = draws()
+        for got, want in zip(draws(), inner, strict=True):  # the inner one put back what it found
+            np.testing.assert_array_equal(got, want)
+        raise Boom
+    for got, want in zip(draws(), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_kept_random_state_drops_a_global_generator_made_inside_it(global_generators):
+    internals._set_keras_global_seed_generator(None)
+    internals._tensorflow_generator_module().global_generator = None
+    with internals.kept_random_state():
+        keras.random.normal((2,))
+        tf.random.get_global_generator().normal((2,))
+        assert internals.keras_global_seed_generator() is not None
+    assert internals.keras_global_seed_generator() is None
+    assert internals._tensorflow_generator_module().global_generator is None
+
+
+# -- a train function built around a step hands back what the step returns ---------------------
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 3])
+def test_a_built_train_function_returns_what_its_step_returns_the_batch_included(steps_per_execution):
+    model, (x, y) = small_model(), data(12)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", steps_per_execution=steps_per_execution)
+    class_step = model.train_step
+    built = internals.train_function_from(model, lambda batch: (class_step(batch), batch))
+    handed = []
+
+    def call(*args, **kwargs):
+        swap.disarm()
+        logs, batch = built(*args, **kwargs)
+        handed.append(batch)
+        return logs
+
+    swap = internals.TrainFunctionSwap(model, call)
+    arm = keras.callbacks.LambdaCallback(on_train_batch_begin=lambda batch, logs: swap.arm())
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0, callbacks=[arm])
+    # One call per steps_per_execution batches; the batch handed back is the last of them.
+    last_rows = [slice(start, start + 4) for start in range(0, 12, 4)][steps_per_execution - 1 :: steps_per_execution]
+    if len(handed) != len(last_rows):
+        changed("the train function make_train_function builds", f"{len(handed)} calls, not {len(last_rows)}")
+    for (x_batch, y_batch), rows in zip(handed, last_rows, strict=True):
+        np.testing.assert_array_equal(x_batch, x[rows])
+        np.testing.assert_array_equal(y_batch, y[rows])
+
+
+# -- the missing-gradients extension: Python's warning display, Keras's traceback filter, datasets --
+
+
+def test_showwarnmsg_gets_every_shown_warning_whole_and_shown_warnings_passes_it_on_and_puts_back():
+    import gc
+    import tracemalloc
+    import warnings
+
+    original, noticed = warnings._showwarnmsg, []
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings(record=True) as shown:  # what Python's own display is handed
+            warnings.simplefilter("always")
+            with internals.shown_warnings(noticed.append):
+                with pytest.raises(Boom), internals.shown_warnings(noticed.append):
+                    assert warnings._showwarnmsg is not original
+                    raise Boom
+                handle = open(__file__)  # noqa: SIM115 - left open on purpose: Python warns with its source
+                del handle
+                gc.collect()
+                warnings.simplefilter("ignore", UserWarning)
+                warnings.warn("filtered out: never shown, never noticed", UserWarning, stacklevel=1)
+            assert warnings._showwarnmsg is original
+        unclosed = [m for m in shown if issubclass(m.category, ResourceWarning)]
+        texts = [warnings._formatwarnmsg(m) for m in unclosed]  # while tracemalloc still knows the source
+    finally:
+        tracemalloc.stop()
+    if len(unclosed) != 1 or noticed != unclosed:
+        changed("warnings._showwarnmsg", f"shown {shown}, noticed {noticed}: not every shown warning, once")
+    if "Object allocated at" not in texts[0]:
+        changed("warnings._showwarnmsg", "the WarningMessage it gets has no source: tracemalloc's lines are lost")
+
+
+def failing_fit_traceback(model):
+    x, y = data()
+    try:
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    except ValueError as error:
+        return error.__traceback__, x, y
+    pytest.fail("a model with no gradient at all trained")
+
+
+def test_a_failed_fit_leaves_the_frame_of_kerass_traceback_filter_with_the_call_it_wrapped():
+    import inspect
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1), keras.layers.Lambda(keras.ops.round)])
+    model.compile(optimizer="sgd", loss="mse")
+    tb, x, y = failing_fit_traceback(model)
+    found = []
+    while tb is not None:
+        wrapped = internals.filtered_keras_call(tb.tb_frame)
+        if wrapped is not None:
+            found.append(wrapped)
+        if tb.tb_frame.f_code.co_name == "fit":
+            changed("keras traceback filtering", "fit's own frame is in the traceback: nothing to find")
+        tb = tb.tb_next
+    if len(found) != 1 or getattr(found[0][0], "__name__", None) != "fit":
+        changed("keras.src.utils.traceback_utils.filter_traceback", f"its frames hold {found}, not one call of fit")
+    function, args, kwargs = found[0]
+    bound = inspect.signature(function).bind(*args, **kwargs).arguments
+    assert bound["self"] is model and bound["x"] is x and bound["y"] is y and bound["batch_size"] == 4
+
+
+def shuffled_dataset():
+    return tf.data.Dataset.range(100).shuffle(100, seed=1)
+
+
+DATASETS = {
+    "tensor slices, mapped, batched, prefetched": (
+        lambda: tf.data.Dataset.from_tensor_slices(np.arange(12.0)).map(lambda t: t * 2).batch(4).prefetch(2),
+        True,
+    ),
+    "a repeated range": (lambda: tf.data.Dataset.range(10).repeat().batch(3), True),
+    "a Python generator": (
+        lambda: tf.data.Dataset.from_generator(lambda: iter(range(3)), output_signature=tf.TensorSpec((), tf.int32)),
+        False,
+    ),
+    "a py_function in a map": (
+        lambda: tf.data.Dataset.range(3).map(lambda t: tf.py_function(lambda v: v, [t], tf.int64)),
+        False,
+    ),
+    "random ops in a map": (lambda: tf.data.Dataset.range(3).map(lambda t: tf.random.uniform(())), False),
+    "a shuffle": (shuffled_dataset, False),
+    "a random source": (lambda: tf.data.Dataset.random(seed=1).take(3), False),
+    "a cache": (lambda: tf.data.Dataset.range(3).cache(), False),
+}
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_dataset_reads_again_alike_refuses_python_state_and_seeds(name):
+    make, alike = DATASETS[name]
+    if internals.dataset_reads_again_alike(make()) is not alike:
+        changed("tf.raw_ops.DatasetToGraphV2 on dataset._variant_tensor", f"{name} is no longer told apart")
+
+
+def test_a_new_iterator_of_a_shuffled_dataset_moves_the_next_pass():
+    # Why a shuffle is refused: reading it once more changes the order of the user's next epoch.
+    plain = shuffled_dataset()
+    first, second = list(plain.as_numpy_iterator()), list(plain.as_numpy_iterator())
+    read = shuffled_dataset()
+    next(iter(read))
+    assert first != second and list(read.as_numpy_iterator()) == second

@@ -177,14 +177,64 @@ def test_loading_changes_nothing_until_a_gradient_is_missing_and_unloading_puts_
     shell = InteractiveShell.instance()
 
     def hooks():
-        return shell.custom_exceptions, shell.CustomTB, warnings.showwarning, shell.events.callbacks["post_run_cell"][:]
+        return (
+            shell.custom_exceptions,
+            shell.CustomTB,
+            warnings._showwarnmsg,
+            warnings.showwarning,
+            shell.events.callbacks["post_run_cell"][:],
+        )
 
     before = hooks()
     missing_gradients.load_ipython_extension(shell)
     try:
-        assert ValueError in shell.custom_exceptions and warnings.showwarning is not before[2]
+        assert ValueError in shell.custom_exceptions and warnings._showwarnmsg is not before[2]
+        assert warnings.showwarning is before[3]  # Python's documented hook stays the user's
         result = shell.run_cell("1 + 1")
         assert result.success and result.result == 2
     finally:
         missing_gradients.unload_ipython_extension(shell)
     assert hooks() == before
+
+
+FROZEN_FIT = """\
+import keras
+import numpy as np
+
+keras.utils.set_random_seed(0)
+frozen = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1), keras.layers.Lambda(keras.ops.round)])
+frozen.compile(optimizer="sgd", loss="mse")
+frozen.fit(np.ones((8, 3), "float32"), np.ones((8, 1), "float32"), batch_size=4, verbose=0)
+"""
+
+
+@pytest.mark.parametrize(
+    ("failure", "line"),
+    [
+        (RuntimeError("the finder broke"), "could not follow the gradient of model"),
+        (KeyboardInterrupt(), missing_gradients.INTERRUPTED),
+    ],
+)
+def test_a_finder_that_fails_or_is_interrupted_costs_one_line_and_the_extension_stays(
+    monkeypatch, capsys, failure, line
+):
+    from workbook.finder import diagnosis
+
+    def failing(*args, **kwargs):
+        raise failure
+
+    shell = InteractiveShell.instance()
+    monkeypatch.setattr(diagnosis, "find_gradient_breaks", failing)
+    missing_gradients.load_ipython_extension(shell)
+    try:
+        assert not shell.run_cell(FROZEN_FIT).success
+        handler = shell.CustomTB
+        assert not shell.run_cell("frozen.fit(np.ones((8, 3)), np.ones((8, 1)), verbose=0)").success
+        assert shell.CustomTB == handler and ValueError in shell.custom_exceptions  # still registered
+    finally:
+        missing_gradients.unload_ipython_extension(shell)
+    shown = capsys.readouterr()
+    assert "Custom TB Handler failed" not in shown.out + shown.err
+    assert shown.out.count("Traceback (most recent call last)") == 2  # each error shown, and nothing more
+    ours = [text for text in shown.out.splitlines() if text.startswith(missing_gradients.NAME)]
+    assert len(ours) == 2 and all(line in text for text in ours), ours

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import workbook
+from workbook.core import internals
 from workbook.finder import diagnosis
 from workbook.monitor.recording import GradientNormRecorder
 
@@ -160,3 +161,155 @@ def test_a_layer_at_zero_behind_the_cut_is_not_blamed_on_an_op():
     assert history.cut_by["encoder"].op_type == "Cast"
     assert history.cut_by["decoder"] == "no op cuts it: its gradient is 0 for these values"
     assert "gradient exactly 0: decoder (no op cuts it" in repr(history)
+
+
+# -- find_cuts changes nothing in training: same data drawn, same steps, losses and weights ---------
+
+
+def noisy_rounding(z):
+    # Unseeded: Keras draws it from its global SeedGenerator, which the finder also reaches.
+    return tf.round(z) + keras.random.normal(keras.ops.shape(z), stddev=0.1)
+
+
+def seeded(seed):
+    """Every random generator started over from ``seed``, Keras's global SeedGenerator included."""
+    keras.random.normal(())  # makes that generator now if there is none, not after the seeding
+    keras.utils.set_random_seed(seed)
+    generator = internals.keras_global_seed_generator()
+    if generator is not None:  # Keras 3.8 leaves it running where it was (3.15 drops it, to make it anew)
+        generator.state.assign(np.array([seed, 0], dtype=generator.state.dtype))
+
+
+def model_with_noise(cut, seed=0):
+    """A model whose training draws random numbers in every way Keras offers: BatchNorm, Dropout, GaussianNoise."""
+    seeded(seed)
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(4, name="encoder"),
+            keras.layers.BatchNormalization(name="normalised"),
+            keras.layers.Dropout(0.25, name="dropped"),
+            keras.layers.GaussianNoise(0.1, name="noised"),
+            keras.layers.Lambda(cut, name="bottleneck"),
+            keras.layers.Dense(8, name="decoder"),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+class Source:
+    """Batches of 32 rows of x_train as (x, x), counting the calls that start a pass and the rows handed out."""
+
+    def __init__(self, x_train):
+        self.x_train, self.calls, self.rows = x_train, 0, 0
+
+    def batches(self, passes=1):
+        self.calls += 1
+        for _ in range(passes):
+            for start in range(0, len(self.x_train), 32):
+                batch = self.x_train[start : start + 32]
+                self.rows += len(batch)
+                yield batch, batch
+
+
+def fit_arrays(model, x_train, source, callbacks):
+    return model.fit(x_train, x_train, batch_size=32, epochs=2, shuffle=False, callbacks=callbacks, verbose=0)
+
+
+def fit_from_generator(model, x_train, source, callbacks):
+    spec = tf.TensorSpec((None, 8), tf.float32)
+    data = tf.data.Dataset.from_generator(source.batches, output_signature=(spec, spec))
+    return model.fit(data, epochs=2, callbacks=callbacks, verbose=0)
+
+
+def fit_shared_generator(model, x_train, source, callbacks):
+    # Exactly the batches two epochs take: one batch read twice and the fit runs out.
+    return model.fit(source.batches(passes=2), epochs=2, steps_per_epoch=3, callbacks=callbacks, verbose=0)
+
+
+FITS = {
+    "arrays, BatchNorm, Dropout, GaussianNoise": (rounding, fit_arrays),
+    "tf.data.Dataset.from_generator": (rounding, fit_from_generator),
+    "one shared generator": (rounding, fit_shared_generator),
+    "unseeded keras.random.normal in a Lambda": (noisy_rounding, fit_arrays),
+}
+
+
+def one_run(case, x_train, find_cuts):
+    """Train a seeded model as the case says, with a monitor (find_cuts True or False) or none (None)."""
+    cut, fit = FITS[case]
+    model, source = model_with_noise(cut), Source(x_train)
+    monitor = None if find_cuts is None else workbook.GradientNormMonitor(every=1, live=False, find_cuts=find_cuts)
+    logs = fit(model, x_train, source, [] if monitor is None else [monitor])
+    return {
+        "calls": source.calls,
+        "rows": source.rows,
+        "losses": logs.history["loss"],
+        "weights": model.get_weights(),
+        "after": keras.random.normal((6,)).numpy(),  # the next unseeded draw after the fit
+        "monitor": monitor,
+    }
+
+
+def assert_same_training(run, plain):
+    assert (run["calls"], run["rows"]) == (plain["calls"], plain["rows"])
+    assert run["losses"] == plain["losses"]  # exactly, every epoch
+    assert len(run["weights"]) == len(plain["weights"])
+    for weight, plain_weight in zip(run["weights"], plain["weights"], strict=True):
+        np.testing.assert_array_equal(weight, plain_weight)
+    np.testing.assert_array_equal(run["after"], plain["after"])
+
+
+@pytest.mark.filterwarnings("ignore:Gradients do not exist")
+@pytest.mark.parametrize("case", list(FITS))
+def test_find_cuts_trains_exactly_as_without_it_and_names_the_cut(x_train, finder_calls, case):
+    plain = one_run(case, x_train, find_cuts=None)
+    off = one_run(case, x_train, find_cuts=False)
+    assert finder_calls == []
+    on = one_run(case, x_train, find_cuts=True)
+    assert len(finder_calls) == 1
+    assert_same_training(off, plain)
+    assert_same_training(on, plain)
+    records, records_off = on["monitor"].history, off["monitor"].history
+    assert len(records) == len(records_off) == 6 and np.array_equal(records.steps, records_off.steps)
+    np.testing.assert_array_equal(records.norms, records_off.norms)
+    found = records.cut_by["encoder"]
+    assert (found.op_type, found.file) == ("Round", __file__)
+
+
+@pytest.mark.filterwarnings("ignore:Gradients do not exist")
+def test_the_finder_runs_on_the_batch_the_step_trained_on(finder_calls):
+    rng, yielded = np.random.default_rng(7), []
+
+    def batches():  # new rows at every call: a second read would hand the finder other rows
+        for _ in range(3):
+            yielded.append(rng.random((40, 8), dtype=np.float32))
+            yield yielded[-1], 2 * yielded[-1]
+
+    spec = tf.TensorSpec((None, 8), tf.float32)
+    data = tf.data.Dataset.from_generator(batches, output_signature=(spec, spec))
+    model_with(rounding).fit(data, epochs=1, callbacks=[workbook.GradientNormMonitor(every=1, live=False)], verbose=0)
+    assert len(yielded) == 3
+    (example,) = [call[1] for call in finder_calls]
+    assert len(example) == 2  # (x, y): the loss fit differentiates
+    np.testing.assert_array_equal(example[0], yielded[0])
+    np.testing.assert_array_equal(example[1], 2 * yielded[0])
+
+
+@pytest.mark.filterwarnings("ignore:Gradients do not exist")
+def test_the_finder_leaves_keras_and_tensorflow_random_draws_as_found(x_train):
+    model = model_with(noisy_rounding)
+    example = (x_train[:32], x_train[:32])
+
+    def draws():
+        return [keras.random.normal((4,)).numpy(), tf.random.normal((4,)).numpy(), np.random.random(4)]
+
+    seeded(5)
+    model(example[0], training=True)  # Keras's global SeedGenerator exists before the finder runs
+    without = draws()
+    seeded(5)
+    model(example[0], training=True)
+    assert diagnosis.find_gradient_breaks(model, example).findings[0].op_type == "Round"
+    for got, expected in zip(draws(), without, strict=True):
+        np.testing.assert_array_equal(got, expected)

@@ -232,3 +232,195 @@ def gradient_function(op):
     from tensorflow.python.framework import ops as tf_ops
 
     return tf_ops.get_gradient_function(op)
+
+
+# -- Keras, TensorFlow, NumPy, Python: the random state a run draws from ----------------------
+
+#: The name Keras keeps its global SeedGenerator under in ``keras.src.backend.common.global_state``.
+KERAS_GLOBAL_SEED_GENERATOR = "global_seed_generator"
+
+
+def keras_global_seed_generator():
+    """Keras's global SeedGenerator, or None while no unseeded ``keras.random`` call has made it.
+
+    Every ``keras.random`` call without a seed (a Lambda's ``keras.random.normal``) draws from
+    it and moves its state on; Keras exports no accessor for it.
+    """
+    from keras.src.backend.common import global_state
+
+    return global_state.get_global_attribute(KERAS_GLOBAL_SEED_GENERATOR)
+
+
+def _set_keras_global_seed_generator(generator):
+    from keras.src.backend.common import global_state
+
+    global_state.set_global_attribute(KERAS_GLOBAL_SEED_GENERATOR, generator)
+
+
+def _tensorflow_generator_module():
+    """Where ``tf.random.get_global_generator`` keeps its generator (None until first asked for)."""
+    from tensorflow.python.ops import stateful_random_ops
+
+    return stateful_random_ops
+
+
+def _state_of(generator):
+    """(generator, a copy of its state variable's value), or (None, None) for no generator."""
+    return (None, None) if generator is None else (generator, generator.state.numpy())
+
+
+@dataclass
+class RandomState:
+    """Every process-wide random state a call of a model can move on, as found."""
+
+    python: object
+    numpy: object
+    keras: tuple  # (the global SeedGenerator or None, its state)
+    tensorflow: tuple  # (tf.random's global Generator or None, its state)
+    op_seeds: object  # the state of TensorFlow's eager op-seed counter, None before tf.random.set_seed
+
+
+def _op_seeds():
+    """TensorFlow's eager op-seed counter: a ``random.Random`` that ``tf.random.set_seed`` makes, else None.
+
+    An unseeded eager ``tf.random.normal`` takes its op seed from it; no public API reads it.
+    """
+    from tensorflow.python.eager import context
+
+    return getattr(context.context(), "_rng", None)
+
+
+def random_state():
+    """The :class:`RandomState` of the process now."""
+    import random
+
+    import numpy as np
+
+    op_seeds = _op_seeds()
+    return RandomState(
+        python=random.getstate(),
+        numpy=np.random.get_state(),
+        keras=_state_of(keras_global_seed_generator()),
+        tensorflow=_state_of(_tensorflow_generator_module().global_generator),
+        op_seeds=None if op_seeds is None else op_seeds.getstate(),
+    )
+
+
+def restore_random_state(state):
+    """Put back a :class:`RandomState`: a generator made since is dropped again, so it is made later as before."""
+    import random
+
+    import numpy as np
+
+    random.setstate(state.python)
+    np.random.set_state(state.numpy)
+    generator, value = state.keras
+    _set_keras_global_seed_generator(generator)
+    if generator is not None:
+        generator.state.assign(value)
+    generator, value = state.tensorflow
+    _tensorflow_generator_module().global_generator = generator
+    if generator is not None:
+        generator.reset(value)
+    _restore_op_seeds(state.op_seeds)
+
+
+def _restore_op_seeds(found):
+    """Put the eager op-seed counter back, if it moved, and forget the kernels made since.
+
+    TensorFlow caches an eager random kernel per op seed, with its own running state: an op
+    seed handed out again would continue that kernel's draws instead of starting them, so the
+    cache is cleared (as ``tf.random.set_seed`` does). Only when the counter moved: clearing
+    also restarts a kernel of an op seed given by hand.
+    """
+    from tensorflow.python.eager import context
+
+    op_seeds = _op_seeds()
+    if found is None or op_seeds is None or op_seeds.getstate() == found:
+        return
+    op_seeds.setstate(found)
+    context.context().clear_kernel_cache()
+
+
+@contextlib.contextmanager
+def kept_random_state():
+    """Every random state of :func:`random_state` as found again on exit, also when the body raises.
+
+    Used by :func:`workbook.find_gradient_breaks` (03), which runs the model once more: its run
+    must not move on the draws of the student's training (04's monitor runs it mid-``fit``).
+    """
+    state = random_state()
+    try:
+        yield
+    finally:
+        restore_random_state(state)
+
+
+# -- Python and Keras: the warnings Python shows, the call Keras's traceback filter stands for --
+
+
+@contextlib.contextmanager
+def shown_warnings(callback):
+    """Call ``callback(message)`` after Python shows each warning, for a ``with``; the warning shown as before.
+
+    Used by the missing-gradients extension (03). ``warnings.showwarning`` is the documented
+    hook, but Python hands a replacement no ``source``, so tracemalloc's "Object allocated at"
+    lines vanish; ``warnings._showwarnmsg`` gets the whole ``WarningMessage`` (Python's C
+    ``warn`` calls it too) and is called only for warnings the filters let through.
+    """
+    import warnings
+
+    original = warnings._showwarnmsg
+
+    def showing(message):
+        original(message)
+        callback(message)
+
+    warnings._showwarnmsg = showing
+    try:
+        yield
+    finally:
+        if warnings._showwarnmsg is showing:  # a hook put on top of this one keeps working
+            warnings._showwarnmsg = original
+
+
+def filtered_keras_call(frame):
+    """``(function, args, kwargs)`` when ``frame`` is Keras's traceback filter around that call, else None.
+
+    Used by the missing-gradients extension (03). Keras drops its own frames from the
+    traceback of an error (``fit``'s included) but the one of the wrapper that filters them,
+    ``keras.src.utils.traceback_utils.filter_traceback``'s ``error_handler``, whose locals are
+    the call it wrapped: that is the only trace left of the model and data of a failed ``fit``.
+    """
+    from keras.src.utils import traceback_utils
+
+    if frame.f_code is not traceback_utils.filter_traceback(len).__code__:
+        return None
+    local = frame.f_locals
+    return local.get("fn"), tuple(local.get("args", ())), dict(local.get("kwargs", {}))
+
+
+#: Dataset ops whose next iterator draws other data than the last one did: a shuffle or a random
+#: source advances its seed for each new iterator, and a cache is being filled by the first.
+DRAWING_DATASET_OPS = ("Shuffle", "Random", "Sampling", "SeedGenerator", "Cache")
+
+
+def dataset_reads_again_alike(dataset):
+    """Whether a new iterator of the ``tf.data.Dataset`` reads the same data and changes nothing.
+
+    Used by the missing-gradients extension (03). ``tf.raw_ops.DatasetToGraphV2`` with the
+    policy FAIL (2) refuses a pipeline with state outside it (a Python generator, a
+    ``py_function``, a random op in a map, a variable); a shuffle serialises but reshuffles
+    for each iterator, so :data:`DRAWING_DATASET_OPS` are refused by name. The private
+    ``dataset._variant_tensor`` is the only handle on the pipeline.
+    """
+    import tensorflow as tf
+
+    try:
+        serialized = tf.raw_ops.DatasetToGraphV2(input_dataset=dataset._variant_tensor, external_state_policy=2)
+    except tf.errors.FailedPreconditionError:
+        return False
+    graph = tf.compat.v1.GraphDef.FromString(serialized.numpy())
+    ops = [node.op for node in graph.node]
+    ops += [node.op for function in graph.library.function for node in function.node_def]
+    return not any(word in op for op in ops for word in DRAWING_DATASET_OPS)

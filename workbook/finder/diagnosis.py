@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbook.core.arguments import refuse, shown
-from workbook.core.internals import grappler_passes_off, kept_layer_attributes, restore_layer_attributes
+from workbook.core.internals import (
+    grappler_passes_off,
+    kept_layer_attributes,
+    kept_random_state,
+    restore_layer_attributes,
+)
 from workbook.finder.graph_walk import Traced, analyse, tf_variable
 from workbook.finder.layer_causes import explain_disconnected
 from workbook.finder.report import REASONS, Finding, GradientReport, Rank
@@ -31,7 +36,9 @@ __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 def find_gradient_breaks(target, example, loss=None):
     """Name the ops, and the lines of your code, that cut the gradient.
 
-    Introduced in 03_finding_gradient_killers.ipynb.
+    Introduced in 03_finding_gradient_killers.ipynb. It runs the target once, and leaves
+    the weights, the layers and every random generator (Python, NumPy, Keras, TensorFlow)
+    as it found them.
 
     Parameters
     ----------
@@ -53,9 +60,17 @@ def find_gradient_breaks(target, example, loss=None):
         trainable variable: the static verdict and the measured one), ``.ok``.
         It prints as a table and renders as HTML in JupyterLab.
     """
+    _check_arguments(target, example, loss)
+    # The model runs once more here, drawing as training does (an unseeded keras.random call, a
+    # new layer's initializer): the draws of the student's own run must come out as without it.
+    with kept_random_state():
+        return _find_gradient_breaks(target, example, loss)
+
+
+def _find_gradient_breaks(target, example, loss):
+    """The work of :func:`find_gradient_breaks`, on arguments already checked."""
     import keras
 
-    _check_arguments(target, example, loss)
     followed = prepare(target, example, loss)
     layers = all_layers(target)
     snapshot = _snapshot(stateful_variables(target))

@@ -10,27 +10,43 @@ variable", the notebook shows the error as always and, under it, the report of
 that failed. When Keras only warns that "Gradients do not exist for variables" (some
 layers are cut, the rest train), the report follows at the end of the cell's output.
 An optimizer step in a loop of your own gets a note naming the model to pass to the
-finder. Nothing else changes: every other error and warning is shown as it is, and
-batches where the gradient flows run no code of this extension.
+finder.
 
-It uses IPython's documented hooks only: ``set_custom_exc`` for the error, the
-``post_run_cell`` event for the report after a warning, and Python's documented
-``warnings.showwarning`` (called first, unchanged) to notice the warning.
-``%unload_ext workbook.finder.missing_gradients`` puts all three back as they were.
+It is as harmless as not loading it: every error and warning is shown as without it, and
+the report is worked out after the error is shown or after the cell, never while Keras
+traces the step. It reads a batch again only where that changes nothing (NumPy arrays,
+tensors, a ``tf.data`` pipeline without a generator, a shuffle, random ops or a cache);
+for any other data it says which call to paste. It calls none of your code, and when it
+fails or is interrupted it says so in one line and stays loaded.
+
+It uses IPython's ``set_custom_exc`` for the error, the ``post_run_cell`` event for the
+report after a warning, and :func:`workbook.core.internals.shown_warnings` to notice the
+warning. ``%unload_ext workbook.finder.missing_gradients`` puts all three back as they were.
 """
 
 import ast
+import contextlib
 import inspect
 import linecache
 import sys
-import warnings
+from dataclasses import dataclass
 
 NO_GRADIENTS = "No gradients provided for any variable"
 SOME_MISSING = "Gradients do not exist for variables"
 #: The Keras methods whose frame holds the model and the data of a training call.
 TRAINING_CALLS = ("fit", "train_on_batch")
+#: The arguments of a training call that say what its first batch is.
+DATA_ARGUMENTS = ("x", "y", "sample_weight", "batch_size")
 #: Rows of the data the finder is run on when fit was given whole arrays and no batch_size (fit's default).
 DEFAULT_BATCH = 32
+#: What the extension's own lines start with, so that they are not taken for Keras's.
+NAME = "workbook.finder.missing_gradients"
+INTERRUPTED = f"{NAME}: interrupted while it looked for the op that cut the gradient; no culprit this time."
+GENERATOR = "the batches of this call come from a generator, which it does not read again (that would take your data)"
+PIPELINE = (
+    "the batches of this call come from a tf.data pipeline with a generator, a shuffle, random ops or a cache, "
+    "which it does not read again (that would change what your training reads)"
+)
 
 _ACTIVE = {}  # shell -> its MissingGradients, while loaded
 
@@ -49,80 +65,129 @@ def unload_ipython_extension(shell):
         active.stop()
 
 
+@dataclass
+class TrainingCall:
+    """A Keras ``fit`` or ``train_on_batch`` call: its model, its data arguments as given, and your line."""
+
+    method: str
+    model: object
+    arguments: dict
+    caller: tuple = None  # (file, line) of your code that made the call, if known
+
+
 class MissingGradients:
     """The hooks of one shell: the error handler, the warning watcher, and the reports they wait to show."""
 
     def __init__(self, shell):
         self.shell = shell
-        self.pending = []  # (model, example) found when Keras warned, shown after the cell
+        self.pending = []  # TrainingCalls Keras warned about, explained after the cell
         self._previous = None
+        self._hooks = None  # the warning hook while started
 
     def start(self):
+        from workbook.core.internals import shown_warnings
+
         shell = self.shell
-        self._previous = (shell.custom_exceptions, getattr(shell, "CustomTB", None), warnings.showwarning)
+        self._previous = (shell.custom_exceptions, getattr(shell, "CustomTB", None))
         others = tuple(e for e in shell.custom_exceptions if e is not ValueError)
         shell.set_custom_exc(others + (ValueError,), self.on_error)
-        warnings.showwarning = self.on_warning
+        self._hooks = contextlib.ExitStack()
+        self._hooks.enter_context(shown_warnings(self.on_warning))
         shell.events.register("post_run_cell", self.after_cell)
 
     def stop(self):
-        exceptions, handler, showwarning = self._previous
+        exceptions, handler = self._previous
         self.shell.custom_exceptions, self.shell.CustomTB = exceptions, handler
-        if warnings.showwarning == self.on_warning:
-            warnings.showwarning = showwarning
+        hooks, self._hooks = self._hooks, None
+        hooks.close()
         self.shell.events.unregister("post_run_cell", self.after_cell)
 
     def on_error(self, shell, etype, value, tb, tb_offset=None):
-        """IPython's custom exception handler: the error first, exactly as IPython shows it, then the culprit."""
-        exceptions, handler, _ = self._previous
-        if handler is not None and not issubclass(etype, ValueError) and issubclass(etype, exceptions):
-            return handler(etype, value, tb, tb_offset=tb_offset)
-        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-        if NO_GRADIENTS in str(value):
-            frames = _frames_of(tb)
-            self._explain(_training_call(frames) or _training_call_in_source(frames) or _own_loop(frames))
-        return None
+        """IPython's custom exception handler: the error first, exactly as without it, then the culprit."""
+        exceptions, handler = self._previous
+        if handler is not None and issubclass(etype, exceptions):
+            handler(etype, value, tb, tb_offset=tb_offset)
+        else:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        self._safely(lambda: self._explain_error(value, tb))
 
-    def on_warning(self, message, category, filename, lineno, file=None, line=None):
-        """warnings.showwarning: show the warning as before, and remember a training call missing gradients."""
-        self._previous[2](message, category, filename, lineno, file, line)
-        if SOME_MISSING in str(message):
-            found = _training_call(_frames_of_stack(sys._getframe(1)))
-            if found is not None and found not in self.pending:
-                self.pending.append(found)
+    def on_warning(self, message):
+        """After Python shows a warning: note the training call missing gradients (its data is read after the cell).
+
+        This runs while Keras traces the training step, so it only keeps references, and never raises.
+        """
+        with contextlib.suppress(Exception):
+            if self._hooks is not None and SOME_MISSING in str(message.message):
+                call = _training_call_of(_stack_positions(sys._getframe(1)))
+                if call is not None and all(call.model is not noted.model for noted in self.pending):
+                    self.pending.append(call)
 
     def after_cell(self, result=None):
         """post_run_cell: the reports for the warnings this cell raised, under its output."""
         pending, self.pending = self.pending, []
-        for found in pending:
-            self._explain(found)
+        self._safely(lambda: [self._explain(call) for call in pending])
 
-    def _explain(self, found):
+    def _safely(self, report):
+        """Run ``report``; if it fails or is interrupted, one line says so and the student's work goes on."""
+        try:
+            report()
+        except KeyboardInterrupt:
+            print(INTERRUPTED)
+        except Exception as error:
+            print(f"{NAME}: no culprit named, it failed: {_one_line(error)}")
+
+    def _explain_error(self, value, tb):
+        positions = _traceback_positions(tb)
+        if NO_GRADIENTS not in str(value) or not positions or _is_yours(positions[-1][0].f_code.co_filename):
+            return  # another error, or one your own code raised: not Keras's missing gradients
+        call = _training_call_of(positions)
+        if call is not None:
+            self._explain(call)
+        else:
+            print(_own_loop_note(positions))
+
+    def _explain(self, call):
         from IPython.display import display
 
-        if found is None:
-            return
-        if isinstance(found, str):
-            print(found)
-            return
-        model, example, description = found
         from workbook.finder.diagnosis import find_gradient_breaks
 
+        example, why_not = _first_batch_of(call)
+        if example is None:
+            print(f"{NAME}: {why_not}. To name the op that cut the gradient, pass one batch: {_call_to_paste(call)}")
+            return
+        description = _description(call, example)
         try:
-            report = find_gradient_breaks(model, example)
+            report = find_gradient_breaks(call.model, example)
         except Exception as error:  # the student's error above is what matters; say why there is no more
-            print(f"workbook.finder.missing_gradients could not follow the gradient of {description}: {error}")
+            print(f"{NAME} could not follow the gradient of {description}: {_one_line(error)}")
             return
         print(f"The op that cut the gradient, found by workbook.find_gradient_breaks on {description}:")
         display(report)
 
 
-def _frames_of(tb):
-    frames = []
+def _one_line(error):
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except Exception:  # an error whose message itself fails: its name is enough
+        text = type(error).__name__
+    return (text.splitlines() or [""])[0][:300]
+
+
+# -- which call failed: from the frames, never by evaluating your code --------------------------
+
+
+def _traceback_positions(tb):
+    """(frame, line) of each entry of a traceback, outermost first."""
+    positions = []
     while tb is not None:
-        frames.append(tb.tb_frame)
+        positions.append((tb.tb_frame, tb.tb_lineno))
         tb = tb.tb_next
-    return frames
+    return positions
+
+
+def _stack_positions(frame):
+    """(frame, line) of ``frame`` and its callers, outermost first."""
+    return [(frame, frame.f_lineno) for frame in _frames_of_stack(frame)]
 
 
 def _frames_of_stack(frame):
@@ -133,52 +198,41 @@ def _frames_of_stack(frame):
     return frames[::-1]
 
 
-def _training_call(frames):
-    """(model, example, description) from the frame of a Keras fit / train_on_batch call, or None."""
+def _training_call_of(positions):
+    """The innermost Keras training call among ``positions`` ((frame, line), outermost first), or None."""
     import keras
 
-    for frame in frames:
-        model = frame.f_locals.get("self")
-        if frame.f_code.co_name in TRAINING_CALLS and isinstance(model, keras.Model):
-            example = _first_batch(frame.f_code.co_name, frame.f_locals)
-            if example is not None:
-                rows = len(example[0])
-                return model, example, f"model {model.name!r} and the first batch ({rows} rows) of this call"
+    for index in range(len(positions) - 1, -1, -1):
+        found = _call_in_frame(positions[index][0], keras)
+        if found is not None:
+            yours = [(frame.f_code.co_filename, line) for frame, line in positions[:index] if _is_yours_frame(frame)]
+            return TrainingCall(*found, caller=yours[-1] if yours else None)
     return None
 
 
-def _training_call_in_source(frames):
-    """(model, example, description) read from your line that called fit, when Keras hid its own frames.
+def _call_in_frame(frame, keras):
+    """(method, model, data arguments) if ``frame`` runs a Keras fit / train_on_batch, or Keras's filter around one."""
+    from workbook.core.internals import filtered_keras_call
 
-    Keras filters its frames out of the traceback, so the arguments of fit are read from your
-    code: the call ``something.fit(...)`` on the line that failed, whose receiver and arguments
-    are names, attributes, constants and slices (nothing is called to get them).
-    """
-    own = [frame for frame in frames if _is_yours(frame.f_code.co_filename)]
-    for frame in reversed(own):
-        call = _call_on_line(frame.f_code.co_filename, frame.f_lineno)
-        if call is not None:
-            return _training_call_read(call, frame)
-    return None
-
-
-def _training_call_read(call, frame):
-    """(model, example, description) of the training ``call`` in ``frame``, or None if it cannot be read."""
-    import keras
-
+    if frame.f_code.co_name in TRAINING_CALLS:  # the method's own frame (on the stack, or not filtered out)
+        model, local = frame.f_locals.get("self"), frame.f_locals
+        arguments = {name: local.get(name) for name in DATA_ARGUMENTS}
+        return (frame.f_code.co_name, model, arguments) if isinstance(model, keras.Model) else None
+    wrapped = filtered_keras_call(frame)
+    if wrapped is None or getattr(wrapped[0], "__name__", None) not in TRAINING_CALLS:
+        return None
+    function, args, kwargs = wrapped
+    if not args or not isinstance(args[0], keras.Model):
+        return None
     try:
-        model = _value(call.func.value, frame)
-        arguments = [_value(argument, frame) for argument in call.args]
-        keywords = {k.arg: _value(k.value, frame) for k in call.keywords if k.arg}
-    except ValueError:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except TypeError:
         return None
-    if not isinstance(model, keras.Model):
-        return None
-    bound = inspect.signature(getattr(model, call.func.attr)).bind_partial(*arguments, **keywords)
-    example = _first_batch(call.func.attr, bound.arguments)
-    if example is None:
-        return None
-    return model, example, f"model {model.name!r} and the first batch ({len(example[0])} rows) of this call"
+    return function.__name__, args[0], {name: bound.arguments.get(name) for name in DATA_ARGUMENTS}
+
+
+def _is_yours_frame(frame):
+    return _is_yours(frame.f_code.co_filename)
 
 
 def _is_yours(filename):
@@ -188,81 +242,127 @@ def _is_yours(filename):
     return not is_library(filename) or filename.startswith("<ipython-input")
 
 
-def _call_on_line(filename, line):
-    """The ``x.fit(...)`` / ``x.train_on_batch(...)`` call that spans ``line`` of a file or cell, or None."""
-    source = "".join(linecache.getlines(filename))
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in TRAINING_CALLS
-            and node.lineno <= line <= node.end_lineno
-        ):
-            return node
-    return None
+# -- the batch: read again only where that changes nothing --------------------------------------
 
 
-#: What an argument may be made of to be read back: nothing that calls code of yours.
-PLAIN_NODES = (
-    ast.Name,
-    ast.Attribute,
-    ast.Subscript,
-    ast.Slice,
-    ast.Tuple,
-    ast.Constant,
-    ast.Load,
-    ast.UnaryOp,
-    ast.USub,
-)
-
-
-def _value(node, frame):
-    """The value of a plain expression (see PLAIN_NODES) in ``frame``; ValueError for anything else."""
-    if not all(isinstance(part, PLAIN_NODES) for part in ast.walk(node)):
-        raise ValueError("not a plain expression")
-    code = compile(ast.Expression(node), "<argument>", "eval")
-    return eval(code, frame.f_globals, frame.f_locals)  # names and slices only, checked above
-
-
-def _first_batch(call, arguments):
-    """(x, y[, sample_weight]) of the first batch a training call sees, or None if it cannot be had."""
+def _first_batch_of(call):
+    """(example, None) with the first batch of ``call`` as (x, y[, sample_weight]), or (None, why not)."""
     import numpy as np
     import tensorflow as tf
 
-    x, y, weights = arguments.get("x"), arguments.get("y"), arguments.get("sample_weight")
+    x, y, weights = (call.arguments.get(name) for name in DATA_ARGUMENTS[:3])
     if isinstance(x, tf.data.Dataset):
-        batch = next(iter(x))  # a new iterator: the one fit uses is left as it was
-        return tuple(batch) if isinstance(batch, (tuple, list)) else None
-    if not _arrays_to_slice(x, y):
-        return None  # a generator (reading it would take your data), a dict of inputs, or no targets
-    if call == "fit":
-        rows = arguments.get("batch_size") or DEFAULT_BATCH
-        x, y = x[:rows], y[:rows]
-        weights = None if weights is None else weights[:rows]
-    parts = [np.asarray(x), np.asarray(y)] + ([] if weights is None else [np.asarray(weights)])
-    return tuple(parts)
+        return _first_batch_of_dataset(x)
+    parts = [x, y] if weights is None else [x, y, weights]
+    if not all(_is_array(part) for part in parts):
+        return None, _why_not_read(x, y)
+    if call.method == "fit":
+        rows = call.arguments.get("batch_size")
+        parts = [part[: rows if _is_count(rows) else DEFAULT_BATCH] for part in parts]
+    return tuple(np.asarray(part) for part in parts), None
 
 
-def _arrays_to_slice(x, y):
-    return x is not None and y is not None and not isinstance(x, dict) and hasattr(x, "shape")
+def _is_count(value):
+    from workbook.core.arguments import is_whole_number
+
+    return is_whole_number(value, low=1)
 
 
-def _own_loop(frames):
-    """A note for an optimizer step in a loop of your own: the model to pass to the finder."""
+def _first_batch_of_dataset(dataset):
+    from workbook.core.internals import dataset_reads_again_alike
+
+    if not dataset_reads_again_alike(dataset):
+        return None, PIPELINE
+    batch = next(iter(dataset), None)  # a new iterator: the ones fit uses are left as they were
+    if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
+        return None, "its batches are not (x, y) or (x, y, sample_weight) tuples"
+    return tuple(batch), None
+
+
+def _is_array(value):
+    """A NumPy array or a tensor with values: slicing and reading it runs no code of yours and changes nothing."""
+    import numpy as np
+    import tensorflow as tf
+
+    return isinstance(value, np.ndarray) or (isinstance(value, tf.Tensor) and not tf.is_symbolic_tensor(value))
+
+
+def _why_not_read(x, y):
     import keras
 
-    for frame in reversed(frames):
-        if not _is_yours(frame.f_code.co_filename):
-            continue
-        models = [name for name, value in frame.f_locals.items() if isinstance(value, keras.Model)]
-        if models:
-            return (
-                f"No variable got a gradient. To name the op that cut it, pass your model and one batch to "
-                f"the finder: workbook.find_gradient_breaks({models[0]}, (x_batch, y_batch), loss=your_loss)."
-            )
-        break
-    return None
+    if isinstance(x, keras.utils.PyDataset) or hasattr(type(x), "__next__"):
+        return GENERATOR
+    given = type(x).__name__ if y is None or _is_array(x) else f"{type(x).__name__} and {type(y).__name__}"
+    return f"it reads a batch only from NumPy arrays and tensors, and this call was given {given}"
+
+
+def _description(call, example):
+    return f"model {call.model.name!r} and the first batch ({len(example[0])} rows) of this call"
+
+
+# -- what to paste: the model as your line names it ---------------------------------------------
+
+
+def _call_to_paste(call):
+    """``workbook.find_gradient_breaks(<model>, (x_batch, y_batch))`` with the model named as your line names it."""
+    receivers = [] if call.caller is None else _receivers(*call.caller, names=(call.method,))
+    if len(receivers) != 1:
+        name, which = "model", f"your model {call.model.name!r}"
+    elif any(isinstance(node, ast.Call) for node in ast.walk(receivers[0])):
+        name, which = "model", f"the model `{ast.unparse(receivers[0])}` returns"
+    else:
+        return f"workbook.find_gradient_breaks({ast.unparse(receivers[0])}, (x_batch, y_batch))"
+    return f"workbook.find_gradient_breaks({name}, (x_batch, y_batch)), with {name} {which}"
+
+
+def _receivers(filename, line, names):
+    """The distinct expressions ``e`` of ``e.name`` (``name`` in ``names``) in the statement at ``line`` of a file.
+
+    Only read, never evaluated: they name the model as your code does.
+    """
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return []
+    spanning = [
+        node for node in ast.walk(tree) if isinstance(node, ast.stmt) and node.lineno <= line <= node.end_lineno
+    ]
+    if not spanning:
+        return []
+    innermost = min(spanning, key=lambda node: node.end_lineno - node.lineno)
+    found = {}
+    for node in _own_expressions(innermost):
+        if isinstance(node, ast.Attribute) and node.attr in names:
+            found.setdefault(ast.unparse(node.value), node.value)
+    return list(found.values())
+
+
+def _own_expressions(statement):
+    """The expression nodes of ``statement`` itself, not of the statements in its body."""
+    body = (ast.stmt, ast.excepthandler, ast.match_case)
+    todo = [child for child in ast.iter_child_nodes(statement) if not isinstance(child, body)]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _own_loop_note(positions):
+    """A note for an optimizer step in a loop of your own: the model to pass to the finder, if your line names one."""
+    yours = [(frame.f_code.co_filename, line) for frame, line in positions if _is_yours_frame(frame)]
+    receivers = _receivers(*yours[-1], names=("trainable_variables", "trainable_weights")) if yours else []
+    plain = [r for r in receivers if not any(isinstance(node, ast.Call) for node in ast.walk(r))]
+    name = ast.unparse(plain[0]) if len(receivers) == 1 and plain else "model"
+    return (
+        "No variable got a gradient. To name the op that cut it, pass your model and one batch to "
+        f"the finder: workbook.find_gradient_breaks({name}, (x_batch, y_batch), loss=your_loss)."
+    )
+
+
+def _training_call(frames):
+    """(model, example, description) of the Keras training call among ``frames`` (outermost first), or None."""
+    call = _training_call_of([(frame, frame.f_lineno) for frame in frames])
+    if call is None:
+        return None
+    example, _ = _first_batch_of(call)
+    return None if example is None else (call.model, example, _description(call, example))

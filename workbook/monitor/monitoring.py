@@ -103,12 +103,6 @@ class GradientNormMonitor(GradientNormRecorder):
             self._screen.show(self.history, final=True)
             self._screen = None
 
-    def _fit_example(self, frame):
-        """The model and first batch of the running fit, read from fit's arguments as the extension does."""
-        from workbook.finder.missing_gradients import _frames_of_stack, _training_call
-
-        return _training_call(_frames_of_stack(frame))
-
     def _say(self, reason):
         """Why nothing is recorded: in the live figure's caption where there is one (no stderr), else a warning."""
         if self._screen is None:

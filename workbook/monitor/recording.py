@@ -73,16 +73,17 @@ What a recorded step means:
 
 Which op cut it. With ``find_cuts`` (the monitor's default), the first time a
 layer's gradient is recorded as None or exactly 0, :func:`workbook.find_gradient_breaks` runs once for it,
-after that step and outside the traced function, on the model and the first
-batch of the ``fit`` being run (read from ``fit``'s own arguments, as
-``%load_ext workbook.finder.missing_gradients`` does), and keeps the op and the line
-it names in ``history.cut_by``. A record where every layer has a gradient runs
-none of this: it only compares the norms just read with 0.
+after that step and outside the traced function, on the model and the batch that
+step trained on, and keeps the op and the line it names in ``history.cut_by``. The
+monitored step hands that batch out with its logs, as values, so nothing is read
+from ``fit``'s data a second time (a generator would hand out other rows, or run
+out); the finder puts back every random state it moves, so training goes on drawing
+exactly what it would have drawn without it. A record where every layer has a gradient
+runs none of this: it only compares the norms just read with 0.
 """
 
 import contextlib
 import enum
-import sys
 import warnings
 
 import keras
@@ -223,7 +224,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
     find_cuts : bool
         When a layer's gradient is first recorded as None or exactly 0, name the
         op and the line that cut it (``history.cut_by``); see :mod:`workbook.monitor.recording`.
-        Off here: the recorder cannot read ``fit``'s data; :class:`~workbook.GradientNormMonitor` can.
+        Off by default here; on in :class:`~workbook.GradientNormMonitor`.
 
     Attributes
     ----------
@@ -290,6 +291,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self._step is not None:
             self._step.disarm()
+            self._step.batch = None  # the model keeps the step: it need not keep a batch too
             self._step = None
 
     def _find_cuts(self):
@@ -297,16 +299,16 @@ class GradientNormRecorder(keras.callbacks.Callback):
         history = self.history
         stuck = [name for name in history.dead_layers() + history.zero_layers() if name not in history.cut_by]
         if stuck:
-            history.cut_by.update(self._explain(stuck, self._fit_example(sys._getframe(1))))
+            history.cut_by.update(self._explain(stuck, self._step.batch))
 
-    def _explain(self, stuck, found):
-        """``{layer: Finding, or why no op is named}`` for the stuck layers, from one run of the finder."""
-        if found is None or found[0] is not self.model:
-            return dict.fromkeys(stuck, "no op named: the batch of this fit could not be read from its arguments")
+    def _explain(self, stuck, batch):
+        """``{layer: Finding, or why no op is named}`` for the stuck layers, from one run of the finder on `batch`."""
         from workbook.finder import diagnosis
 
         try:
-            report = diagnosis.find_gradient_breaks(self.model, found[1])
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(batch)
+            example = tuple(part for part in (x, y, sample_weight) if part is not None)
+            report = diagnosis.find_gradient_breaks(self.model, example)
         except Exception as error:  # training goes on; the records say why no op is named
             text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
             return dict.fromkeys(stuck, f"no op named: the finder failed ({text})")
@@ -316,10 +318,6 @@ class GradientNormRecorder(keras.callbacks.Callback):
             # No op cuts it in the graph: the gradient is 0 for these values (a ReLU at its kink, zeros in).
             explained[name] = mine[0] if mine else "no op cuts it: its gradient is 0 for these values"
         return explained
-
-    def _fit_example(self, frame):
-        """(model, example, description) of the fit running below `frame`; the monitor reads it (a layer above)."""
-        return None
 
     def _due(self, first, last):
         """Whether a record is due for a call that ran the global batches first..last."""
@@ -380,12 +378,13 @@ class _MonitoredStep:
         self.state = StepState.NOT_RUN
         self.reached_optimizer = False  # set while tracing: the optimizer got this model's gradients
         self.calls = 0
+        self.batch = None  # the batch the last call trained on (its last, with steps_per_execution)
 
         def call(iterator):
             """Installed as ``model.train_function`` for one batch: puts back what it replaced, then runs."""
             self.disarm()
             self.calls += 1
-            outputs = self.function(iterator)
+            outputs, self.batch = self.function(iterator)
             if self.state is StepState.NOT_RUN:
                 self.state = StepState.RECORDS if self.reached_optimizer else StepState.BYPASSES
             return outputs
@@ -406,7 +405,9 @@ class _MonitoredStep:
             with self._recording_apply(model.optimizer):
                 outputs = train_step(data)
             self.counter.assign_add(1)
-            return outputs
+            # The batch goes out with the logs (``call`` takes it off): the finder then runs on the
+            # very rows this step trained on, and nothing reads the student's data twice.
+            return outputs, data
 
         return internals.train_function_from(model, monitored_train_step)
 
