@@ -84,6 +84,15 @@ def test_check_seed_accepts_whole_numbers_from_zero_to_two_to_the_32_minus_one(s
     check_seed(seed)
 
 
+@pytest.mark.parametrize("seed", [np.int64(3), np.uint32(3), np.int8(3), np.uint64(3), 3])
+def test_check_seed_gives_every_accepted_seed_back_as_a_python_int(seed):
+    # random.seed and Keras take only Python's own int: a NumPy integer must reach them as one.
+    checked = check_seed(seed)
+    assert type(checked) is int and checked == 3
+    assert check_seed(np.uint32(4294967295)) == 4294967295
+    assert check_seed(None, allow_none=True) is None
+
+
 @pytest.mark.parametrize("seed", [-1, 4294967296, 2**70, 1.0, True, None, "0"])
 def test_check_seed_refuses_anything_else_with_an_example(seed):
     with pytest.raises(ValueError) as error:

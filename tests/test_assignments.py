@@ -475,22 +475,3 @@ def test_a_module_the_text_tells_students_to_use_after_the_setup_is_imported_by_
                 missing += [f"cell {index}: `{code}`" for _ in sorted(aliases - imported)]
     assert after_setup, f"{path.name} has no Setup cell"
     assert not missing, f"{path.name}: the text names modules not imported by then: {missing}"
-
-
-COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/([^)\s\"]+\.ipynb)")
-
-
-@pytest.mark.parametrize(
-    "page", ["README.md", *(p.relative_to(ROOT).as_posix() for p in [*sorted(NOTEBOOKS.glob("*.ipynb")), *RELEASED])]
-)
-def test_every_colab_badge_opens_the_students_version(page):
-    """A student who clicks Open in Colab gets nbgrader's student version wherever one exists:
-    never the instructor's notebook, whose worked solutions sit unfolded a click away."""
-    opened = COLAB_LINK.findall((ROOT / page).read_text())
-    assert opened, f"{page} has no Colab badge"
-    for path in opened:
-        name = path.rsplit("/", 1)[-1].removesuffix(".ipynb")
-        students = RELEASE / name / f"{name}.ipynb"
-        expected = students.relative_to(ROOT).as_posix() if students.exists() else f"notebooks/{name}.ipynb"
-        assert path == expected, f"{page}: the Colab badge of {name} opens {path}, not {expected}"
-        assert (ROOT / path).exists(), f"{page}: the Colab badge opens {path}, which does not exist"

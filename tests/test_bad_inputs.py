@@ -8,7 +8,11 @@ may be printed before the refusal, so no check prints a verdict on a bad argumen
 No row trains a model or allocates much: everything is refused before the work starts.
 """
 
+import dataclasses
+import io
 import math
+import random
+from contextlib import redirect_stdout
 from types import SimpleNamespace
 
 import keras
@@ -16,6 +20,7 @@ import numpy as np
 import pytest
 
 import workbook
+from workbook.lab.bottleneck_runs import BottleneckRun
 from workbook.lab.compare import comparison_figures
 
 IMAGES = np.zeros((4, 28, 28, 1), dtype="float32")
@@ -50,12 +55,27 @@ def compare(**kwargs):
 
 def gumbel_softmax_st(logits, noise, tau):
     soft = keras.ops.softmax((logits + noise) / tau)
-    hard = keras.ops.one_hot(keras.ops.argmax(logits + noise, axis=-1), 5, dtype=soft.dtype)
+    hard = keras.ops.one_hot(keras.ops.argmax(logits + noise, axis=-1), logits.shape[-1], dtype=soft.dtype)
     return hard + soft - keras.ops.stop_gradient(soft)
 
 
 def check_gumbel(**kwargs):
     return workbook.check_gumbel_softmax_st(**{"fn": gumbel_softmax_st, **kwargs})
+
+
+def a_keras_model():
+    inputs = keras.Input(shape=(28, 28, 1))
+    return keras.Model(inputs, keras.layers.Identity(name="bottleneck")(inputs))
+
+
+def a_measured(**fields):
+    """A real BiasVariance (a handful of estimates), with ``fields`` replaced."""
+    result = workbook.measure_bias_and_variance("gumbel_softmax", n_samples=4)
+    return dataclasses.replace(result, **fields)
+
+
+# What compare_bottlenecks returns, as far as drawing needs before any model is asked.
+RUNS = {"identity": BottleneckRun("identity", None, {}, None, 0.0)}
 
 
 # (call, fragments the message must contain); the row's id is the call as written.
@@ -74,6 +94,16 @@ BAD_CALLS = {
     "surrogate(name=5)": (lambda: workbook.surrogate(keras.ops.sign, ones, name=5), ["name=5"]),
     "surrogate(formula=5)": (lambda: workbook.surrogate(keras.ops.sign, ones, formula=5), ["formula=5"]),
     "straight_through('sign')": (lambda: workbook.straight_through("sign"), ["forward='sign'"]),
+    "straight_through(name=5)": (lambda: workbook.straight_through(keras.ops.sign, name=5), ["name=5", "string"]),
+    "surrogate(sign, ones)(None)": (
+        lambda: workbook.surrogate(keras.ops.sign, ones)(None),
+        ["surrogate 'sign': x=None", "float tensor"],
+    ),
+    "surrogate(sign, ones)('x')": (lambda: workbook.surrogate(keras.ops.sign, ones)("x"), ["x='x'", "string"]),
+    "SURROGATES['sign_ste'](ints)": (
+        lambda: workbook.SURROGATES["sign_ste"](np.arange(3)),
+        ["x=<ndarray of shape (3,), dtype int64>", "not int64", "keras.ops.cast"],
+    ),
     "with_params(alpha=nan)": (lambda: workbook.SURROGATES["step_atan"].with_params(alpha=math.nan), ["alpha=nan"]),
     "with_params(alpha=10**400)": (
         lambda: workbook.SURROGATES["step_atan"].with_params(alpha=10**400),
@@ -104,6 +134,32 @@ BAD_CALLS = {
     "plot_derivatives(ax=5)": (lambda: workbook.plot_derivatives("sign_ste", ax=5), ["ax=5", "Axes"]),
     "plot_derivatives(axes=(1, 2))": (lambda: workbook.plot_derivatives("sign_ste", axes=(1, 2)), ["axes=(1, 2)"]),
     "plot_derivatives(title=5)": (lambda: workbook.plot_derivatives("sign_ste", title=5), ["title=5"]),
+    "plot_derivatives(lambda x: None)": (
+        lambda: workbook.plot_derivatives(lambda x: None),
+        ["fn_or_name=<function", "returned None", "`return` missing"],
+    ),
+    "plot_derivatives(lambda x: x[:0])": (
+        lambda: workbook.plot_derivatives(lambda x: x[:0], n_points=5),
+        ["fn_or_name=", "shaped like its input, (5,)", "shape (0,)"],
+    ),
+    "plot_derivatives(lambda x: sum(x))": (
+        lambda: workbook.plot_derivatives(lambda x: keras.ops.sum(x), n_points=5),
+        ["fn_or_name=", "shape ()"],
+    ),
+    "plot_derivatives(lambda x: 'a')": (lambda: workbook.plot_derivatives(lambda x: "a"), ["fn_or_name=", "'a'"]),
+    "plot_derivatives(x_range=(-inf, 0))": (
+        lambda: workbook.plot_derivatives("sign_ste", x_range=(-math.inf, 0)),
+        ["x_range=(-inf, 0)", "finite"],
+    ),
+    "plot_derivatives(x_range=[])": (lambda: workbook.plot_derivatives("sign_ste", x_range=[]), ["x_range=[]"]),
+    "plot_derivatives(x_range beyond float32)": (
+        lambda: workbook.plot_derivatives("sign_ste", x_range=(-1e39, 1e39)),
+        ["plot_derivatives: x_range=(-1e+39, 1e+39)", "float32"],
+    ),
+    "plot_derivatives(x_range beyond float16)": (
+        lambda: workbook.plot_derivatives("sign_ste", x_range=(0, 1e5), dtype="float16"),
+        ["x_range=(0, 100000.0)", "float16"],
+    ),
     "explore_surrogates(n_points=10**9)": (
         lambda: workbook.explore_surrogates(n_points=10**9),
         ["n_points=1000000000"],
@@ -111,6 +167,7 @@ BAD_CALLS = {
     "explore_surrogates(x_range=(1, 0))": (lambda: workbook.explore_surrogates(x_range=(1, 0)), ["x_range=(1, 0)"]),
     "explore_surrogates(custom=[1])": (lambda: workbook.explore_surrogates(custom=[1]), ["custom=[1]"]),
     "explore_surrogates(start='nope')": (lambda: workbook.explore_surrogates(start="nope"), ["start='nope'"]),
+    "explore_surrogates(start=[])": (lambda: workbook.explore_surrogates(start=[]), ["start=[]", "sign_ste"]),
     # checks.py
     "check_surrogate(n_points=10**9)": (lambda: check_surrogate(n_points=10**9), ["n_points=1000000000"]),
     "check_surrogate(n_points=0)": (lambda: check_surrogate(n_points=0), ["n_points=0", "from 2 to"]),
@@ -162,6 +219,10 @@ BAD_CALLS = {
         lambda: workbook.check_gradient_fix(ones, ones, example="abc"),
         ["example='abc'"],
     ),
+    "check_gradient_fix(example=True)": (
+        lambda: workbook.check_gradient_fix(ones, ones, example=True),
+        ["example=True", "not of True/False"],
+    ),
     "check_gradient_fix(seed=-1)": (lambda: workbook.check_gradient_fix(ones, ones, seed=-1), ["seed=-1"]),
     "check_gradient_fix(None, f)": (lambda: workbook.check_gradient_fix(None, ones), ["fixed=None"]),
     "check_gradient_fix(f, None)": (lambda: workbook.check_gradient_fix(ones, None), ["original=None"]),
@@ -169,7 +230,7 @@ BAD_CALLS = {
         lambda: workbook.check_gradient_fix(ones, ones, derivative=5),
         ["derivative=5"],
     ),
-    "check_reconstruction(n_probe=-1)": (lambda: check_reconstruction(n_probe=-1), ["n_probe=-1", "at least 1"]),
+    "check_reconstruction(n_probe=-1)": (lambda: check_reconstruction(n_probe=-1), ["n_probe=-1", "from 1 to"]),
     "check_reconstruction(n_probe=0)": (lambda: check_reconstruction(n_probe=0), ["n_probe=0"]),
     "check_reconstruction(n_probe=1.5)": (lambda: check_reconstruction(n_probe=1.5), ["n_probe=1.5"]),
     "check_reconstruction(x_test=NaN)": (
@@ -197,6 +258,28 @@ BAD_CALLS = {
     "check_reconstruction(time_budget_seconds=-1)": (
         lambda: check_reconstruction(time_budget_seconds=-1),
         ["time_budget_seconds=-1"],
+    ),
+    "check_reconstruction(time_budget_seconds=0)": (
+        lambda: check_reconstruction(model=a_keras_model(), time_budget_seconds=0),
+        ["check_reconstruction: time_budget_seconds=0", "above 0"],
+    ),
+    "check_reconstruction(time_budget_seconds=inf)": (
+        lambda: check_reconstruction(time_budget_seconds=math.inf),
+        ["time_budget_seconds=inf", "finite"],
+    ),
+    "check_reconstruction(target_mse=0)": (
+        lambda: check_reconstruction(model=a_keras_model(), target_mse=0),
+        ["target_mse=0", "above 0"],
+    ),
+    "check_reconstruction(seconds=-1)": (lambda: check_reconstruction(seconds=-1), ["seconds=-1", "at least 0"]),
+    "check_reconstruction(model='m')": (
+        lambda: check_reconstruction(model="m"),
+        ["check_reconstruction: model='m'", "keras.Model"],
+    ),
+    "check_reconstruction(model=None)": (lambda: check_reconstruction(model=None), ["model=None"]),
+    "check_reconstruction(n_probe=10**9)": (
+        lambda: check_reconstruction(n_probe=10**9),
+        ["n_probe=1000000000", "from 1 to 10000"],
     ),
     # diagnosis.py
     "find_gradient_breaks(42, x)": (lambda: workbook.find_gradient_breaks(42, X), ["target=42"]),
@@ -246,7 +329,11 @@ BAD_CALLS = {
     "compare_bottlenecks(x_train=NaN)": (lambda: compare(x_train=NAN_IMAGES), ["x_train=", "x_train[2] holds NaN"]),
     "compare_bottlenecks(x_test=NaN)": (lambda: compare(x_test=NAN_IMAGES), ["x_test=", "x_test[2] holds NaN"]),
     "compare_bottlenecks(x_train=0-255)": (lambda: compare(x_train=BYTE_IMAGES), ["x_train=", "divide by 255"]),
-    "compare_bottlenecks(x_train=None)": (lambda: compare(x_train=None), ["x_train and x_test"]),
+    "compare_bottlenecks(x_train=None)": (lambda: compare(x_train=None), ["x_train=None", "x_train and x_test"]),
+    "compare_bottlenecks(x_test=None)": (
+        lambda: compare(x_test=None),
+        ["compare_bottlenecks: x_test=None", "when x_train is given"],
+    ),
     "compare_bottlenecks({'a': 5})": (lambda: compare(bottlenecks={"a": 5}), ["'a'", "bottleneck=5"]),
     "compare_bottlenecks({'a': slice})": (
         lambda: compare(bottlenecks={"ok": None, "a": lambda x: x[..., :5]}),
@@ -254,7 +341,16 @@ BAD_CALLS = {
     ),
     "compare_bottlenecks({})": (lambda: compare(bottlenecks={}), ["bottlenecks={}"]),
     "compare_bottlenecks(epochs=0)": (lambda: compare(epochs=0), ["epochs=0"]),
+    "compare_bottlenecks(epochs=10**9)": (lambda: compare(epochs=10**9), ["epochs=1000000000", "from 1 to 1000"]),
     "compare_bottlenecks(batch_size=-1)": (lambda: compare(batch_size=-1), ["batch_size=-1"]),
+    "compare_bottlenecks(batch_size=10**9)": (
+        lambda: compare(batch_size=10**9),
+        ["batch_size=1000000000", "from 1 to 60000"],
+    ),
+    "compare_bottlenecks(every=10**9)": (lambda: compare(every=10**9), ["every=1000000000", "from 1 to 100000"]),
+    "compare_bottlenecks(n_train='x')": (lambda: compare(n_train="x"), ["n_train='x'", "None (all images)"]),
+    "compare_bottlenecks(n_test=0)": (lambda: compare(n_test=0), ["n_test=0"]),
+    "compare_bottlenecks(source=None)": (lambda: compare(source=None), ["source=None", "'bundled'"]),
     "compare_bottlenecks(live='yes')": (lambda: compare(live="yes"), ["live='yes'"]),
     "compare_bottlenecks(show='no')": (lambda: compare(show="no"), ["show='no'"]),
     "compare_bottlenecks(n_train=-1)": (lambda: compare(x_train=None, x_test=None, n_train=-1), ["n_train=-1"]),
@@ -291,12 +387,26 @@ BAD_CALLS = {
     "VectorQuantizer(seed=2**32)": (lambda: workbook.VectorQuantizer(seed=2**32), ["seed=4294967296"]),
     "VectorQuantizer(n_codes=10**9)": (lambda: workbook.VectorQuantizer(n_codes=10**9), ["n_codes=1000000000"]),
     "VectorQuantizer(commitment=nan)": (lambda: workbook.VectorQuantizer(commitment=math.nan), ["commitment=nan"]),
+    "VectorQuantizer()(None)": (
+        lambda: workbook.VectorQuantizer()(None),
+        ["VectorQuantizer: inputs.shape=None", "vectors along the last axis"],
+    ),
+    "VectorQuantizer()(no vector)": (lambda: workbook.VectorQuantizer()(np.zeros((2, 0))), ["inputs.shape=(2, 0)"]),
+    "VectorQuantizer()(ints)": (
+        lambda: workbook.VectorQuantizer()(np.zeros((2, 3), "int64")),
+        ["inputs=<", "dtype int64>", "a float tensor"],
+    ),
+    "VectorQuantizer(restart_after=10**9)": (
+        lambda: workbook.VectorQuantizer(restart_after=10**9),
+        ["restart_after=1000000000", "from 1 to 1000000"],
+    ),
     # bias_variance.py, estimator_plots.py, estimator_checks.py
     "make_problem(n_latents=20000)": (
         lambda: workbook.make_problem(n_latents=20000),
         ["n_latents=20000", "too many", "4096"],
     ),
     "make_problem(n_latents=0)": (lambda: workbook.make_problem(n_latents=0), ["n_latents=0"]),
+    "make_problem(objective=[])": (lambda: workbook.make_problem(objective=[]), ["objective=[]", "'quartic'"]),
     "make_problem(n_classes=1)": (lambda: workbook.make_problem("categorical", n_classes=1), ["n_classes=1"]),
     "make_problem(n_classes=10**9)": (
         lambda: workbook.make_problem("categorical", n_classes=10**9),
@@ -331,12 +441,44 @@ BAD_CALLS = {
     "measure_estimators(taus=0.5)": (lambda: workbook.measure_estimators(taus=0.5), ["taus=0.5"]),
     "measure_estimators(n_samples=1)": (lambda: workbook.measure_estimators(n_samples=1), ["n_samples=1"]),
     "measure_estimators(seed=-1)": (lambda: workbook.measure_estimators(seed=-1), ["seed=-1"]),
-    "plot_bias_variance([])": (lambda: workbook.plot_bias_variance([]), ["results"]),
-    "plot_bias_variance([1])": (lambda: workbook.plot_bias_variance([1]), ["results"]),
+    "plot_bias_variance([])": (lambda: workbook.plot_bias_variance([]), ["results=[]", "non-empty list"]),
+    "plot_bias_variance([1])": (lambda: workbook.plot_bias_variance([1]), ["results=[1]", "BiasVariance"]),
+    "plot_bias_variance(None)": (lambda: workbook.plot_bias_variance(None), ["plot_bias_variance: results=None"]),
+    "plot_bias_variance(one result)": (
+        lambda: workbook.plot_bias_variance(a_measured()),
+        ["results=BiasVariance(", "list of BiasVariance"],
+    ),
+    "plot_bias_variance(tau=inf)": (
+        lambda: workbook.plot_bias_variance([a_measured(tau=math.inf)]),
+        ["results=", "results[0] has tau=inf"],
+    ),
+    "plot_bias_variance(tau=0)": (
+        lambda: workbook.plot_bias_variance([a_measured(), a_measured(tau=0.0)]),
+        ["results[1] has tau=0.0"],
+    ),
+    "plot_bias_variance(variance=nan)": (
+        lambda: workbook.plot_bias_variance([a_measured(variance=math.nan)]),
+        ["results[0] has", "variance=nan"],
+    ),
+    "plot_bias_variance(title=5)": (
+        lambda: workbook.plot_bias_variance([a_measured()], title=5),
+        ["title=5", "string"],
+    ),
+    "plot_bias_variance(batch_size=10**9)": (
+        lambda: workbook.plot_bias_variance([a_measured()], batch_size=10**9),
+        ["batch_size=1000000000", "from 1 to 1000000"],
+    ),
     "comparison_figures(n_images=0)": (
-        lambda: comparison_figures({}, None, n_images=0),
+        lambda: comparison_figures(RUNS, IMAGES, n_images=0),
         ["n_images=0", "whole number"],
     ),
+    "comparison_figures(n_images=10**9)": (
+        lambda: comparison_figures(RUNS, IMAGES, n_images=10**9),
+        ["n_images=1000000000", "from 1 to 32"],
+    ),
+    "comparison_figures(None, x)": (lambda: comparison_figures(None, IMAGES), ["runs=None", "BottleneckRun"]),
+    "comparison_figures({}, x)": (lambda: comparison_figures({}, IMAGES), ["runs={}", "non-empty"]),
+    "comparison_figures(runs, None)": (lambda: comparison_figures(RUNS, None), ["x_test=None"]),
     "plot_bias_variance(batch_size=0)": (
         lambda: workbook.plot_bias_variance([SimpleNamespace(bias_norm=1.0, variance=1.0)], batch_size=0),
         ["batch_size=0", "whole number"],
@@ -397,3 +539,92 @@ def test_the_names_checked_here_are_every_public_name_that_takes_arguments():
     covered = {row.split("(")[0] for row in BAD_CALLS} | {"SURROGATES"}  # through with_params
     assert set(workbook.__all__) - without_arguments - covered == set()
     assert "layers.Surrogate" in covered
+
+
+def printed(call):
+    """(what ``call`` returned, what it printed): a self-check's whole verdict."""
+    text = io.StringIO()
+    with redirect_stdout(text):
+        result = call()
+    return result, text.getvalue()
+
+
+def after_setup(seed):
+    import tensorflow as tf
+
+    workbook.setup(seed=seed, quiet=False)
+    # tf.random, not keras.random: Keras 3.8 does not restart its own generator on a new seed.
+    return random.random(), np.random.random(), float(tf.random.uniform(()))
+
+
+def trained(seed):
+    runs = compare(seed=seed, epochs=1, batch_size=2, every=1)
+    return runs["identity"].model.get_weights(), runs["identity"].history["loss"]
+
+
+def made(seed):
+    problem = workbook.make_problem(n_latents=3, seed=seed)
+    return problem.logits, problem.weights, problem.target
+
+
+def codebook(seed):
+    layer = workbook.VectorQuantizer(n_codes=4, seed=seed)
+    layer.build((None, 3))
+    return layer.codebook.numpy()
+
+
+# Every public function or layer that takes a seed -> what it gives for that seed. Each name
+# the table above refuses a bad seed of must be here (the last test below checks that).
+SEEDED = {
+    "setup": after_setup,
+    "load_mnist": lambda seed: workbook.load_mnist(n_train=10, n_test=10, source="bundled", seed=seed)[0][0],
+    "sample_latent": lambda seed: workbook.sample_latent(np.zeros(8, "float32"), seed=seed)[0],
+    "DiscreteBottleneck": lambda seed: workbook.DiscreteBottleneck(seed=seed)(
+        np.zeros((2, 8), "float32"), training=True
+    ),
+    "VectorQuantizer": codebook,
+    "autoencoder": lambda seed: workbook.autoencoder(seed=seed).get_weights(),
+    "make_problem": made,
+    "measure_bias_and_variance": lambda seed: (
+        workbook.measure_bias_and_variance("gumbel_softmax", n_samples=8, seed=seed).mean
+    ),
+    "measure_estimators": lambda seed: [
+        r.mean for r in workbook.measure_estimators(taus=(1.0,), n_samples=4, seed=seed)
+    ],
+    "check_surrogate": lambda seed: printed(lambda: check_surrogate(derivative=keras.ops.sign, n_samples=8, seed=seed)),
+    "check_quantizer": lambda seed: printed(lambda: workbook.check_quantizer(keras.ops.sign, n_points=8, seed=seed)),
+    "check_gradient_fix": lambda seed: printed(lambda: workbook.check_gradient_fix(keras.ops.sign, ones, seed=seed)),
+    "check_gumbel_softmax_st": lambda seed: printed(lambda: check_gumbel(taus=[1.0], n_samples=8, seed=seed)),
+    "compare_bottlenecks": trained,
+}
+
+
+def assert_same(a, b):
+    """Nested tuples/lists of arrays and numbers (and printed text), equal to the last bit."""
+    if isinstance(a, str):
+        assert a == b
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_same(x, y)
+    else:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("name", list(SEEDED))
+@pytest.mark.parametrize("numpy_int", [np.int64, np.uint32, np.int8], ids=lambda t: t.__name__)
+def test_a_numpy_integer_seed_gives_exactly_what_the_equal_python_int_gives(name, numpy_int):
+    assert_same(SEEDED[name](numpy_int(3)), SEEDED[name](3))
+
+
+@pytest.mark.parametrize(
+    "name", ["load_mnist", "sample_latent", "DiscreteBottleneck", "VectorQuantizer", "make_problem"]
+)
+def test_the_seed_comparison_above_can_fail_another_seed_gives_another_result(name):
+    with pytest.raises(AssertionError):
+        assert_same(SEEDED[name](4), SEEDED[name](3))
+
+
+def test_every_function_refused_a_bad_seed_above_is_checked_with_a_numpy_seed():
+    refused = {row.split("(")[0] for row in BAD_CALLS if "seed=" in row}
+    assert refused - set(SEEDED) == set()

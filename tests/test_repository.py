@@ -239,11 +239,12 @@ def binder_repository():
 def colab_path(path):
     """Where a notebook's Colab badge should point, from the repository's root.
 
-    A notebook graded with hidden tests (05, 06) opens as the student version nbgrader made
-    in course/release/, without solutions or hidden tests; the others open as they are.
+    A notebook with exercises (nbgrader cells: 01-06) opens as the student version nbgrader made
+    in course/release/, without worked solutions or hidden tests, so that no solution is a click
+    away; the start page, which has none, opens as it is.
     """
     notebook = nbformat.read(path, as_version=4)
-    if any("### BEGIN HIDDEN TESTS" in cell.source for cell in notebook.cells):
+    if any("nbgrader" in cell.get("metadata", {}) for cell in notebook.cells):
         return f"course/release/{path.stem}/{path.name}"
     return f"notebooks/{path.name}"
 
@@ -251,6 +252,7 @@ def colab_path(path):
 def test_the_graded_notebooks_open_in_colab_as_student_versions():
     # the rule has teeth: the assignment is graded, the start page is not, and each release exists
     assert colab_path(NOTEBOOKS / "05_assignment_quantized_autoencoder.ipynb").startswith("course/release/")
+    assert colab_path(NOTEBOOKS / "03_finding_gradient_killers.ipynb").startswith("course/release/")
     assert colab_path(START) == "notebooks/00_start_here.ipynb"
     for path in ALL_NOTEBOOKS:
         assert (ROOT / colab_path(path)).is_file(), (

@@ -92,16 +92,18 @@ def refuse(argument, value, allowed, owner=None):
 
 
 def check_seed(seed, owner=None, allow_none=False):
-    """Refuse a ``seed`` that is not a whole number from 0 to 2**32 - 1, as every seeded function does.
+    """``seed`` as a Python int from 0 to 2**32 - 1 (the one rule of every seeded function), or a refusal.
 
-    NumPy, Python's ``random`` and TensorFlow all take these seeds; ``allow_none`` also
-    lets None through where it means "fresh randomness".
+    NumPy, Python's ``random`` and TensorFlow all take these seeds. A NumPy integer such as
+    ``np.int64(3)`` is taken and returned as ``3``, since ``random.seed`` and Keras refuse
+    NumPy's own; ``allow_none`` also lets None through where it means "fresh randomness".
     """
     if allow_none and seed is None:
-        return
+        return None
     if not is_whole_number(seed, low=0, high=MAX_SEED):
         allowed = f"a whole number from 0 to 2**32 - 1 = {MAX_SEED}, e.g. seed=0"
         refuse("seed", seed, allowed + (", or None" if allow_none else ""), owner)
+    return int(seed)
 
 
 def check_count(argument, value, low=1, high=None, owner=None):

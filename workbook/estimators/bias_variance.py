@@ -195,7 +195,7 @@ def make_problem(latent="bernoulli", n_latents=6, n_classes=3, n_outputs=8, seed
     """
     owner = "make_problem"
     check_estimator("straight_through", latent, owner=owner)
-    if objective not in OBJECTIVES:
+    if not isinstance(objective, str) or objective not in OBJECTIVES:
         raise ValueError(
             f"make_problem: objective={objective!r} is not known; use 'quadratic' ({OBJECTIVES['quadratic']}) "
             f"or 'quartic' ({OBJECTIVES['quartic']}), with r = weights @ z - target."

@@ -14,7 +14,7 @@ measures a model whose decoder sees a discrete code.
 import keras
 from keras import ops
 
-from workbook.core.arguments import check_seed, is_number, is_whole_number
+from workbook.core.arguments import check_seed, is_number, is_whole_number, refuse
 from workbook.estimators.sampling import (
     SCORE_FUNCTIONS,
     check_estimator,
@@ -26,6 +26,9 @@ from workbook.estimators.sampling import (
 )
 
 __all__ = ["DiscreteBottleneck", "VectorQuantizer", "ScoreFunctionAutoencoder"]
+
+#: The longest a code may go unused before a restart: a million training steps (a typo beyond it).
+MAX_RESTART_AFTER = 1_000_000
 
 
 @keras.saving.register_keras_serializable(package="workbook")
@@ -207,7 +210,7 @@ class VectorQuantizer(keras.layers.Layer):
         For the initial codebook, uniform in [0, 1), and the restarts.
     restart_after : int or None
         Restart a code after this many training steps without a vector assigned to it
-        (None: never, as in the paper).
+        (None: never, as in the paper; at most 1,000,000).
     name : str
         Default ``"bottleneck"``.
     """
@@ -220,10 +223,10 @@ class VectorQuantizer(keras.layers.Layer):
         if not is_number(commitment, low=0, high=10):
             raise ValueError(f"VectorQuantizer: commitment={commitment!r} must be a number in [0, 10], e.g. 0.25.")
         check_seed(seed, owner="VectorQuantizer")
-        if restart_after is not None and not is_whole_number(restart_after, low=1):
+        if restart_after is not None and not is_whole_number(restart_after, low=1, high=MAX_RESTART_AFTER):
             raise ValueError(
                 f"VectorQuantizer: restart_after={restart_after!r} must be None (never restart a code) "
-                f"or a whole number of training steps of at least 1, e.g. restart_after=20."
+                f"or a whole number of training steps from 1 to {MAX_RESTART_AFTER}, e.g. restart_after=20."
             )
         super().__init__(name=name, **kwargs)
         self.n_codes, self.commitment, self.seed = int(n_codes), float(commitment), int(seed)
@@ -231,6 +234,9 @@ class VectorQuantizer(keras.layers.Layer):
         self.seed_generator = keras.random.SeedGenerator(self.seed)
 
     def build(self, input_shape):
+        if not input_shape or not input_shape[-1]:  # None, or no vector to quantize along the last axis
+            allowed = "that of vectors along the last axis, each of at least one number, e.g. (2, 14, 14, 10)"
+            refuse("inputs.shape", input_shape, allowed, "VectorQuantizer")
         self.codebook = self.add_weight(
             shape=(self.n_codes, input_shape[-1]),
             name="codebook",
@@ -287,6 +293,8 @@ class VectorQuantizer(keras.layers.Layer):
         )
 
     def call(self, inputs, training=False):
+        if "float" not in keras.backend.standardize_dtype(inputs.dtype):
+            refuse("inputs", inputs, "a float tensor: codes are float vectors", "VectorQuantizer")
         if training and self.restart_after is not None:
             self.restart_unused_codes(inputs)
         codes = self.lookup(inputs)

@@ -4,10 +4,13 @@ Introduced in 06_beyond_straight_through.ipynb; draws what
 :func:`workbook.measure_estimators` measured.
 """
 
-from workbook.core.arguments import check_count
+from workbook.core.arguments import check_count, is_number, refuse, shown
 from workbook.core.figures import PALETTE, new_figure
 
 __all__ = ["plot_bias_variance"]
+
+#: The largest batch the third panel scores (a typo beyond it, not a batch anyone trains with).
+MAX_BATCH_SIZE = 1_000_000
 
 _COLORS = {
     "straight_through": PALETTE["blue"],
@@ -33,7 +36,7 @@ def plot_bias_variance(results, batch_size=64, title="One-sample gradient estima
     results : list of BiasVariance
         From :func:`workbook.measure_estimators` or :func:`workbook.measure_bias_and_variance`.
     batch_size : int
-        The batch whose mean gradient the third panel scores.
+        The batch whose mean gradient the third panel scores (1 to 1,000,000).
     title : str
 
     Returns
@@ -41,8 +44,10 @@ def plot_bias_variance(results, batch_size=64, title="One-sample gradient estima
     matplotlib.figure.Figure
         Shown as a PNG when it is a cell's last value.
     """
+    check_count("batch_size", batch_size, high=MAX_BATCH_SIZE, owner="plot_bias_variance")
+    if not isinstance(title, str):
+        refuse("title", title, "a string", owner="plot_bias_variance")
     results = _checked_results(results)
-    check_count("batch_size", batch_size, owner="plot_bias_variance")
     figure = new_figure(figsize=(10.5, 4.0))
     figure.set_layout_engine("constrained")
     axes = figure.subplots(1, 3, sharex=True)
@@ -61,12 +66,24 @@ def plot_bias_variance(results, batch_size=64, title="One-sample gradient estima
 
 
 def _checked_results(results):
-    results = list(results)
-    if not results or not all(hasattr(r, "bias_norm") and hasattr(r, "variance") for r in results):
-        raise ValueError(
-            "plot_bias_variance: results must be a non-empty list of BiasVariance, e.g. workbook.measure_estimators()."
-        )
-    return results
+    """``results`` as a list of BiasVariance whose numbers can be drawn, or a refusal naming it."""
+    from workbook.estimators.bias_variance import BiasVariance
+
+    allowed = "a non-empty list of BiasVariance, e.g. workbook.measure_estimators()"
+    if not isinstance(results, (list, tuple)) or not all(isinstance(r, BiasVariance) for r in results) or not results:
+        refuse("results", results, allowed, owner="plot_bias_variance")
+    for i, r in enumerate(results):
+        # A log axis cannot place NaN, infinity, a negative spread or a tau of 0.
+        measured = all(is_number(value, low=0) for value in (r.bias_norm, r.variance, r.noise_floor))
+        if not measured or not (r.tau is None or is_number(r.tau, low=0, include_low=False)):
+            numbers = f"tau={shown(r.tau)}, bias_norm={shown(r.bias_norm)}, variance={shown(r.variance)}"
+            refuse(
+                "results",
+                results,
+                f"{allowed} with finite numbers; results[{i}] has {numbers}",
+                "plot_bias_variance",
+            )
+    return list(results)
 
 
 def _panels(batch_size):

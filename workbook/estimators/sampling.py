@@ -157,7 +157,7 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
     tau = check_tau(tau)
     draws = check_samples(samples, estimator)
     if not isinstance(seed, keras.random.SeedGenerator):
-        check_seed(seed, owner="sample_latent", allow_none=True)
+        seed = check_seed(seed, owner="sample_latent", allow_none=True)  # np.int64(3) draws as 3 does
     logits = check_logits(logits, latent)
     if samples is not None or draws > 1:
         logits = ops.broadcast_to(logits[None], (draws, *ops.shape(logits)))

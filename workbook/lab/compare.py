@@ -7,11 +7,17 @@ draws and shows.
 
 import numpy as np
 
-from workbook.core.arguments import check_count, check_flag
+from workbook.core.arguments import check_count, check_flag, check_images, check_seed, is_whole_number, refuse
 from workbook.lab.bottleneck_runs import BottleneckRun, check_arguments, gradient_norms, train_bottlenecks
 
 # BottleneckRun and gradient_norms are also reached from here, as the lab does.
 __all__ = ["BottleneckRun", "compare_bottlenecks", "comparison_figures", "gradient_norms"]
+
+# Upper bounds, so that a typo such as epochs=10**9 is refused instead of training for days.
+MAX_EPOCHS = 1000
+MAX_BATCH_SIZE = 60_000  # all of MNIST's training images in one batch
+MAX_EVERY = 100_000
+MAX_IMAGES = 32  # reconstructions drawn per row
 
 
 def compare_bottlenecks(
@@ -37,7 +43,7 @@ def compare_bottlenecks(
     bottlenecks : dict
         ``{label: bottleneck}``, each bottleneck anything :func:`workbook.autoencoder` accepts.
     epochs, batch_size : int
-        Passed to ``model.fit``.
+        Passed to ``model.fit``: at most 1000 epochs and 60,000 images a batch.
     n_train, n_test : int
         How many images :func:`workbook.load_mnist` loads (ignored when `x_train`
         and `x_test` are given).
@@ -46,7 +52,7 @@ def compare_bottlenecks(
     live : bool
         Show each variant's live gradient-norm plot while it trains (in a notebook).
     every : int
-        Record the gradient norms every `every` batches.
+        Record the gradient norms every `every` batches (at most 100,000).
     x_train, x_test : numpy.ndarray, optional
         Images already loaded, shaped (n, 28, 28, 1), finite and in [0, 1].
     source : str
@@ -61,7 +67,17 @@ def compare_bottlenecks(
     """
     check_flag("live", live, owner="compare_bottlenecks")
     check_flag("show", show, owner="compare_bottlenecks")
+    if (x_train is None) != (x_test is None):
+        missing, given = ("x_test", "x_train") if x_test is None else ("x_train", "x_test")
+        refuse(
+            missing,
+            None,
+            f"images too when {given} is given. Give both x_train and x_test, or neither (then they are loaded)",
+            owner="compare_bottlenecks",
+        )
     x_train, x_test = check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, seed)  # before loading
+    _check_bounds_and_loading(epochs, batch_size, every, n_train, n_test, source)
+    seed = check_seed(seed, owner="compare_bottlenecks")  # Keras seeds only with Python's own int
     if x_train is None:
         from workbook.core.data import load_mnist
 
@@ -75,6 +91,21 @@ def compare_bottlenecks(
     return runs
 
 
+def _check_bounds_and_loading(epochs, batch_size, every, n_train, n_test, source):
+    """The upper bounds of the counts, and load_mnist's arguments even when x_train makes them unused."""
+    from workbook.core.data import SOURCES
+
+    owner = "compare_bottlenecks"
+    check_count("epochs", epochs, high=MAX_EPOCHS, owner=owner)
+    check_count("batch_size", batch_size, high=MAX_BATCH_SIZE, owner=owner)
+    check_count("every", every, high=MAX_EVERY, owner=owner)
+    for argument, value in (("n_train", n_train), ("n_test", n_test)):
+        if value is not None and not is_whole_number(value, low=1):
+            refuse(argument, value, "None (all images) or a whole number of at least 1", owner)
+    if not isinstance(source, str) or source not in SOURCES:
+        refuse("source", source, f"one of {', '.join(map(repr, SOURCES))}", owner)
+
+
 def _new_monitor(**options):
     """A :class:`~workbook.GradientNormMonitor`, imported only once the arguments passed their checks."""
     from workbook.monitor.monitoring import GradientNormMonitor
@@ -86,9 +117,14 @@ def comparison_figures(runs, x_test, n_images=8):
     """Loss curves, gradient norms side by side and reconstructions, as three Figures.
 
     Introduced in 04_autoencoder_lab.ipynb; :func:`compare_bottlenecks` shows them. The
-    gradient-norm panels share one y-axis, so their heights compare directly.
+    gradient-norm panels share one y-axis, so their heights compare directly; the last
+    shows the first ``n_images`` (1 to 32) test images and their reconstructions.
     """
-    check_count("n_images", n_images, owner="comparison_figures")
+    owner = "comparison_figures"
+    if not isinstance(runs, dict) or not runs or not all(isinstance(run, BottleneckRun) for run in runs.values()):
+        refuse("runs", runs, "the non-empty dict of BottleneckRun that compare_bottlenecks returns", owner)
+    x_test = check_images("x_test", x_test, owner)
+    check_count("n_images", n_images, high=MAX_IMAGES, owner=owner)
     return _loss_figure(runs), _gradient_norm_figure(runs), _reconstruction_figure(runs, x_test, n_images)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from workbook.core.arguments import is_number
+from workbook.core.arguments import is_number, refuse
 from workbook.core.gradients import value_and_gradient
 from workbook.surrogates.formulas import CATALOG_FORMULAS, function_formula, render
 from workbook.surrogates.operation import SurrogateOperation
@@ -183,12 +183,20 @@ class SurrogateGradient:
         return self._apply(x)
 
     def _apply(self, x):
-        x = tf.convert_to_tensor(ops.convert_to_tensor(x))
-        if not x.dtype.is_floating:
-            raise ValueError(
-                f"surrogate {self.name!r} got an input of dtype {x.dtype.name}; gradients only "
-                f"flow through floating-point tensors. Cast first: keras.ops.cast(x, 'float32')."
+        owner = f"surrogate {self.name!r}"
+        try:
+            tensor = tf.convert_to_tensor(ops.convert_to_tensor(x))
+        except (TypeError, ValueError):
+            refuse("x", x, "a float tensor or array, e.g. keras.ops.linspace(-2.0, 2.0, 5)", owner)
+        if not tensor.dtype.is_floating:
+            refuse(
+                "x",
+                x,
+                f"a floating-point tensor, not {tensor.dtype.name}: gradients only flow through floats. "
+                f"Cast first: keras.ops.cast(x, 'float32')",
+                owner,
             )
+        x = tensor
 
         # On TensorFlow, keras.ops.custom_gradient is exactly tf.custom_gradient; calling it
         # directly keeps the grad(upstream) signature unambiguous (float16/32/64 are tested).
@@ -274,6 +282,8 @@ def straight_through(forward, name=None):
     Introduced in 01_forward_and_backward.ipynb; ``straight_through(keras.ops.sigmoid)`` is
     "forward a sigmoid, backpropagate 1" (Bengio, Leonard & Courville 2013).
     """
+    if name is not None and not isinstance(name, str):
+        refuse("name", name, "a string or None", owner="straight_through")
     label = getattr(forward, "__name__", "forward").strip("<>")
     return SurrogateGradient(
         forward,

@@ -64,7 +64,7 @@ def explore_surrogates(custom=None, x_range=(-2, 2), n_points=401, start=None):
         entries[name] = _as_surrogate(name, value)
     if start is None:
         start = next(iter(custom)) if custom else "sign_ste"
-    if start not in entries:
+    if not isinstance(start, str) or start not in entries:
         raise ValueError(f"start={start!r} is not an entry; choose one of: {', '.join(entries)}.")
     return SurrogateExplorer(entries, start, x_range, n_points)
 

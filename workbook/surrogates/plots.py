@@ -10,8 +10,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.transforms import ScaledTranslation
 
-from workbook.core.arguments import refuse
+from workbook.core.arguments import check_float_dtype, refuse, shown
 from workbook.core.figures import PALETTE, PngFigure, figure_png
+from workbook.surrogates.checks import check_test_range
 from workbook.surrogates.derivatives import check_grid, measure, resolve
 
 __all__ = ["plot_derivatives", "DerivativeFigure", "figure_png"]
@@ -86,7 +87,11 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
     """
     _check_where(ax, axes, title)
     check_grid(x_range, n_points)
+    dtype = check_float_dtype("dtype", dtype, owner="plot_derivatives")
+    check_test_range(x_range, dtype, owner="plot_derivatives")  # ends beyond float32 would be inf
     fn, known = resolve(fn_or_name)
+    if known is None:
+        _check_output(fn_or_name, fn, x_range, n_points, dtype)
     data = measure(fn, x_range, n_points, dtype)
     name = title or (known.name if known is not None else getattr(fn, "__name__", "fn"))
     if ax is not None:
@@ -121,6 +126,26 @@ def _check_where(ax, axes, title):
         refuse("axes", axes, "a pair of Matplotlib Axes (forward, derivatives), e.g. axes=figure.subplots(1, 2)")
     if title is not None and not isinstance(title, str):
         refuse("title", title, "a string, or None for the surrogate's name")
+
+
+def _check_output(fn_or_name, fn, x_range, n_points, dtype):
+    """Refuse a function whose output cannot be drawn against x: None (a missing return), text, another shape.
+
+    A function that raises is left to raise again in the measurement: its own error says more.
+    """
+    import tensorflow as tf
+
+    x = tf.constant(np.linspace(x_range[0], x_range[1], n_points), dtype=dtype)
+    try:
+        y = fn(x)
+    except Exception:
+        return
+    shape = getattr(y, "shape", None)
+    if shape is not None and tuple(shape) == (n_points,) and np.asarray(y).dtype.kind in "biuf":
+        return
+    got = "None (is a `return` missing?)" if y is None else shown(y)
+    allowed = f"a function returning numbers shaped like its input, ({n_points},); on that x it returned {got}"
+    refuse("fn_or_name", fn_or_name, allowed, owner="plot_derivatives")
 
 
 def _is_pair_of_axes(axes):
