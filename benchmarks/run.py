@@ -22,6 +22,7 @@ SECTIONS = [
     "surrogate_overhead",
     "quiet_cost",
     "estimator_cost",
+    "notebook_06_seeds",
     "notebook_budgets",
     "grading_time",
     "book_build",

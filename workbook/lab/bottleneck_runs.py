@@ -175,3 +175,64 @@ def example_loss_spread(model, x, draws=4):
         [np.mean((np.asarray(model(x, training=False)) - x) ** 2, axis=tuple(range(1, x.ndim))) for _ in range(draws)]
     )
     return float(losses.mean(axis=0).var(ddof=1)), float(losses.var(axis=0, ddof=1).mean())
+
+
+def per_image_errors(model, x, latent="sample", batch_size=256):
+    """Each image's mean squared reconstruction error, decoded from a sampled or the most likely code.
+
+    Introduced in 06_beyond_straight_through.ipynb. The model is called directly
+    (``model(x, training=False)``), never through ``predict``: a compiled predict function
+    keeps the latent it was first traced with, so switching a bottleneck's ``test_latent``
+    after a ``predict`` would change nothing.
+
+    Parameters
+    ----------
+    model : keras.Model
+        An autoencoder, e.g. a :class:`~workbook.lab.bottleneck_runs.BottleneckRun`'s model.
+    x : numpy.ndarray
+        Images shaped (n, 28, 28, 1).
+    latent : {"sample", "mode"}
+        ``"sample"`` draws a new hard code for every image (what the decoder was trained on);
+        ``"mode"`` decodes the most likely code of a ``workbook.DiscreteBottleneck``. The
+        bottleneck's own ``test_latent`` is put back afterwards. A model without a sampled
+        bottleneck gives the same errors either way.
+    batch_size : int
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n,).
+    """
+    if latent not in ("sample", "mode"):
+        raise ValueError(
+            f"per_image_errors: latent={latent!r} must be 'sample' (a hard random code) "
+            "or 'mode' (the most likely code)."
+        )
+    if not is_whole_number(batch_size, low=1):
+        raise ValueError(f"per_image_errors: batch_size={batch_size!r} must be a whole number of at least 1.")
+    layer = next((layer for layer in model.layers if hasattr(layer, "test_latent")), None)
+    kept = None if layer is None else layer.test_latent
+    if layer is not None:
+        layer.test_latent = latent
+    try:
+        outputs = [np.asarray(model(x[i : i + batch_size], training=False)) for i in range(0, len(x), batch_size)]
+    finally:
+        if layer is not None:
+            layer.test_latent = kept
+    return np.mean((np.concatenate(outputs) - x) ** 2, axis=tuple(range(1, np.ndim(x))))
+
+
+def clearly_better(errors, other_errors):
+    """True if per-image ``errors`` are below ``other_errors`` by more than 3 standard errors.
+
+    Introduced in 06_beyond_straight_through.ipynb. Both are errors on the same images (as
+    :func:`per_image_errors` returns them), so the standard error is that of their paired
+    differences; a comparison inside that noise is not called either way.
+    """
+    difference = np.asarray(errors, dtype=float) - np.asarray(other_errors, dtype=float)
+    if difference.ndim != 1 or len(difference) < 2:
+        raise ValueError(
+            f"clearly_better: expected two equally long 1-D arrays of per-image errors (at least 2 images), "
+            f"got shapes {np.shape(errors)} and {np.shape(other_errors)}."
+        )
+    return bool(difference.mean() + 3 * difference.std(ddof=1) / np.sqrt(len(difference)) < 0)

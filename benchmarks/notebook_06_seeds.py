@@ -1,0 +1,151 @@
+"""Notebook 06's conclusions about training runs, checked at several seeds (06_beyond_straight_through.ipynb).
+
+Every comparison of training runs the notebook states, at the notebook's classroom size, at each
+seed: a conclusion is kept in the text only if it holds at all of them. The notebook checks them
+at one seed, the one its Setup cell sets; tests/test_notebook_06_claims.py checks those that
+already hold after a few epochs at three seeds, at a reduced size.
+
+    python benchmarks/notebook_06_seeds.py            # seeds 0 to 3, about 2 minutes each on 2 cores
+"""
+
+import numpy as np
+
+import workbook
+from workbook.lab.bottleneck_runs import clearly_better, example_loss_spread, per_image_errors
+
+SEEDS = (0, 1, 2, 3)
+#: The notebook's `parameters` cell.
+CLASSROOM = {"n_train": 4000, "n_test": 500, "epochs": 5, "batch_size": 64}
+SAMPLED = ("straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_function", "score_function_loo")
+
+
+def categorical_bottlenecks(seed):
+    """The six contenders of the notebook's first comparison, seeded with ``seed``."""
+    bottlenecks = {
+        estimator: workbook.DiscreteBottleneck(
+            "categorical", estimator, seed=seed, samples=2 if estimator == "score_function_loo" else None
+        )
+        for estimator in SAMPLED
+    }
+    return {**bottlenecks, "vector quantiser, 32 codes": workbook.VectorQuantizer(n_codes=32, seed=seed)}
+
+
+def bit_bottlenecks(seed):
+    """The two score functions of the 1,960-bit comparison."""
+    return {
+        "shared": workbook.DiscreteBottleneck("bernoulli", "score_function", seed=seed),
+        "per example": workbook.DiscreteBottleneck("bernoulli", "score_function_loo", samples=2, seed=seed),
+    }
+
+
+def quantisers(seed):
+    """The 10-code quantiser without and with restarts."""
+    return {
+        "10 codes": workbook.VectorQuantizer(n_codes=10, seed=seed),
+        "10 codes, restarts": workbook.VectorQuantizer(n_codes=10, restart_after=5, seed=seed),
+    }
+
+
+def train(bottlenecks, seed, n_train, n_test, epochs, batch_size):
+    """Train as the notebook does; return (runs, x_train, x_test)."""
+    (x_train, _), (x_test, _) = workbook.load_mnist(n_train=n_train, n_test=n_test, source="bundled", seed=seed)
+    runs = workbook.compare_bottlenecks(
+        bottlenecks, epochs=epochs, batch_size=batch_size, x_train=x_train, x_test=x_test, seed=seed, show=False
+    )
+    return runs, x_train, x_test
+
+
+def categorical_claims(seed, n_train, n_test, epochs, batch_size=64):
+    """{claim: held} for the first comparison of notebook 06, at ``seed``."""
+    runs, x_train, x_test = train(categorical_bottlenecks(seed), seed, n_train, n_test, epochs, batch_size)
+    errors = {label: per_image_errors(run.model, x_test) for label, run in runs.items()}
+    mean_image = np.mean((x_test - x_train.mean(axis=0)) ** 2, axis=(1, 2, 3))
+    losses = runs["score_function"].history["loss"]
+    others = [label for label in SAMPLED if label != "score_function"]
+    modes = {label: per_image_errors(runs[label].model, x_test, latent="mode") for label in SAMPLED[:2]}
+    return {
+        "every estimator but the score function beats the mean image": all(
+            clearly_better(errors[label], mean_image) for label in runs if label != "score_function"
+        ),
+        "the 32-code quantiser beats every sampled code": all(
+            clearly_better(errors["vector quantiser, 32 codes"], errors[label]) for label in SAMPLED
+        ),
+        "the score function is the slowest sampled code": all(
+            clearly_better(errors[label], errors["score_function"]) for label in others
+        ),
+        "the score function's training loss still falls in the last epoch": len(losses) > 1 and losses[-1] < losses[-2],
+        "straight-through Gumbel-softmax beats the soft one": clearly_better(
+            errors["gumbel_softmax_st"], errors["gumbel_softmax"]
+        ),
+        "the mode is worse than a sample (straight-through, soft Gumbel-softmax)": all(
+            clearly_better(errors[label], modes[label]) for label in modes
+        ),
+        "figures": {label: round(float(e.mean()), 4) for label, e in {"mean image": mean_image, **errors}.items()}
+        | {f"{label}, mode": round(float(e.mean()), 4) for label, e in modes.items()},
+    }
+
+
+def bit_claims(seed, n_train, n_test, epochs, batch_size=64):
+    """{claim: held} for the 1,960-bit comparison of notebook 06, at ``seed``."""
+    runs, x_train, x_test = train(bit_bottlenecks(seed), seed, n_train, n_test, epochs, batch_size)
+    errors = {label: per_image_errors(run.model, x_test) for label, run in runs.items()}
+    mean_image = np.mean((x_test - x_train.mean(axis=0)) ** 2, axis=(1, 2, 3))
+    shared = runs["shared"].history["loss"]
+    between, within = example_loss_spread(runs["shared"].model, x_test[:256], draws=4)
+    return {
+        "the shared baseline starts near a black image's error": shared[1] > 0.85 * float(np.mean(x_train**2)),
+        "the shared baseline's training loss still falls in the last epoch": len(shared) > 1
+        and shared[-1] < shared[-2],
+        "the per-example baseline ends below 0.7 of the mean image's error": clearly_better(
+            errors["per example"], 0.7 * mean_image
+        ),
+        "the per-example baseline beats the shared one": clearly_better(errors["per example"], errors["shared"]),
+        "the loss varies more than 3 times as much between images as between draws": between > 3 * within,
+        "figures": {label: round(float(e.mean()), 4) for label, e in errors.items()}
+        | {"between / within": round(between / within, 1)},
+    }
+
+
+def quantiser_claims(seed, n_train, n_test, epochs, batch_size=64):
+    """{claim: held} for the quantisers at equal bits, at ``seed`` (against straight-through)."""
+    bottlenecks = {**quantisers(seed), "straight_through": categorical_bottlenecks(seed)["straight_through"]}
+    runs, _, x_test = train(bottlenecks, seed, n_train, n_test, epochs, batch_size)
+    plain, restarted = runs["10 codes"], runs["10 codes, restarts"]
+    return {
+        "without restarts some of the 10 codes are dead": plain.codes_used < plain.n_codes,
+        "with restarts all 10 codes are used, at a higher perplexity": restarted.codes_used == restarted.n_codes
+        and restarted.perplexity > plain.perplexity,
+        "the restarted 10-code quantiser beats sampled straight-through": clearly_better(
+            per_image_errors(restarted.model, x_test), per_image_errors(runs["straight_through"].model, x_test)
+        ),
+        "figures": {"codes used without restarts": plain.codes_used},
+    }
+
+
+def main(seeds=SEEDS, size=None):
+    """The claims at every seed, as a markdown section; a claim that failed at any seed is marked."""
+    size = size or CLASSROOM
+    rows, failed = [], []
+    for seed in seeds:
+        for measure in (categorical_claims, bit_claims, quantiser_claims):
+            claims = measure(seed, **size)
+            figures = claims.pop("figures")
+            rows.append(
+                f"| {seed} | {measure.__name__} | {'; '.join(k for k, v in claims.items() if not v) or '-'}"
+                f" | {figures} |"
+            )
+            failed += [f"{claim} (seed {seed})" for claim, held in claims.items() if not held]
+    verdict = "Every claim held at every seed." if not failed else "Failed: " + "; ".join(failed)
+    return (
+        f"\n## Notebook 06's training conclusions across seeds\n\n{size}, seeds {list(seeds)}. {verdict}\n\n"
+        "| seed | comparison | claims that failed | test MSE and figures |\n|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+
+
+if __name__ == "__main__":
+    workbook.setup(seed=0)
+    section = main()
+    print(section)
+    raise SystemExit(1 if "Failed:" in section else 0)
