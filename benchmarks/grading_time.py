@@ -34,6 +34,7 @@ def make_course(base):
     course.mkdir()
     home.mkdir()
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course)
+    shutil.copy(ROOT / "course" / "answer_key_05.py", course)  # the grader's reference, course-side only
     env = clean_environment(home)
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / f"{ASSIGNMENT}.ipynb", course / "source" / ASSIGNMENT)

@@ -7,9 +7,9 @@ import os
 
 from nbgrader.converters.autograde import Autograde
 from nbgrader.converters.generate_feedback import GenerateFeedback
-from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, OverwriteCells
+from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, OverwriteCells, SaveAutoGrades
 
-from workbook.course.autograde import GradesWithStatus, GuardedExecute, OverwriteReleasedCells
+from workbook.course.autograde import GradesWithStatus, GuardedExecute, OverwriteReleasedCells, SaveVerdicts
 from workbook.course.grading import cell_timeout
 
 c = get_config()  # noqa: F821 (defined by nbgrader when it reads this file)
@@ -33,9 +33,24 @@ c.Execute.timeout_func = cell_timeout
 # (c) is timed by the grader, a whole submission gets at most 15 minutes (re-runs after a
 # restart included), output is capped in bytes, a cell that ends the kernel fails that cell
 # only, and a warning in a graded cell is not an error.
+# A verdict the grader itself could not take is left for manual grading, never saved as a 0.
 c.Autograde.autograde_preprocessors = [
-    GuardedExecute if step is Execute else step
+    {Execute: GuardedExecute, SaveAutoGrades: SaveVerdicts}.get(step, step)
     for step in Autograde.class_traits()["autograde_preprocessors"].default()
+]
+
+# How each assignment is graded. Assignment 05's points follow the verdicts of its answer key,
+# a file of this folder (never of the workbook students install; the sandbox hides this folder
+# from the kernel being graded). The others are self-study: their checks run in the kernel,
+# which can fake them. An assignment in neither list is refused, not graded: to hand out 05
+# under another name, give that name the same answer key.
+c.GuardedExecute.answer_keys = {"05_assignment_quantized_autoencoder": "answer_key_05.py"}
+c.GuardedExecute.self_checked = [
+    "01_forward_and_backward",
+    "02_surrogate_zoo",
+    "03_finding_gradient_killers",
+    "04_autoencoder_lab",
+    "06_beyond_straight_through",
 ]
 
 # A check cell released without its hidden tests is not reported as changed by every student

@@ -15,6 +15,7 @@ honest work, and the honest students graded beside it keep their grades.
 """
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ import nbformat
 import pytest
 from notebook_runner import NOTEBOOKS, clean_environment, reduced_notebook, run_nbgrader
 from test_assignments import ASSIGNMENT_POINTS as POINTS
+
+from workbook.course.grading import ANSWER_KEY
 
 ROOT = NOTEBOOKS.parent
 COURSE_ID = "gradient-workbook"
@@ -119,6 +122,25 @@ SHADOW_PACKAGE = {
 }
 HUGE_OUTPUT = 'print("x" * 50_000_000)  # one 50 MB line\n'
 
+# Take the answers from wherever the grader might keep them: every module of the installed
+# workbook, and the course folder's answer key (aimed at this run's own).
+KEY_THIEF = """import importlib, pkgutil, runpy
+import workbook
+
+stolen = {{}}
+for module in pkgutil.walk_packages(workbook.__path__, "workbook."):
+    try:
+        stolen.update(vars(importlib.import_module(module.name)))
+    except Exception:
+        pass
+try:
+    key = runpy.run_path({answer_key!r})["KEY"]
+    stolen.update(reference_quantizer=key.quantizer, _CULPRIT=key.culprit)
+except Exception as error:
+    print("no answer key:", type(error).__name__)
+quantize_2bit = stolen.get("reference_quantizer")
+"""
+
 
 def nbgrader_meta(cell):
     return cell.get("metadata", {}).get("nbgrader", {})
@@ -193,7 +215,22 @@ STUDENTS = {
     ),
     # the release with one 50 MB line printed
     "huge_output": (dict(answers={"a_quantize_2bit": HUGE_OUTPUT}), dict.fromkeys(POINTS, 0)),
+    # the grader's answers, looked for in the installed workbook and the course folder: none there
+    "key_thief": (
+        dict(
+            answers={
+                "a_quantize_2bit": "KEY_THIEF",
+                "b_culprit_answer": 'culprit_op, culprit_variable = stolen.get("_CULPRIT", ("", ""))',
+                "b_fix_answer": "fixed_bottleneck = quantize_2bit",
+            }
+        ),
+        dict.fromkeys(POINTS, 0),
+    ),
 }
+# The same notebook released under other names: one that no verdict spec covers (the forger's
+# checks would pass in the kernel), and one whose answer key fails (the reference hands it in).
+UNCOVERED, BROKEN_KEY = "hw5", "05_broken_key"
+OTHER_ASSIGNMENTS = {UNCOVERED: "forger", BROKEN_KEY: "reference"}
 NOT_A_NOTEBOOK = "broken_file"  # hands in a file that is not valid JSON
 
 
@@ -265,45 +302,51 @@ def hub(tmp_path_factory):
     exchange.chmod(0o777)
     course.mkdir()
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course)
+    shutil.copy(ROOT / "course" / ANSWER_KEY, course)
+    (course / "broken_key.py").write_text("raise RuntimeError('the answer key cannot load its references')\n")
     with open(course / "nbgrader_config.py", "a") as config:
         config.write(
-            f"\n# The tests' own: a shorter limit for ordinary cells, and this exchange folder.\n"
+            f"\n# The tests' own: a shorter limit for ordinary cells, this exchange folder, a broken key.\n"
             f"c.Execute.timeout_func = lambda cell: {TEST_CELL_SECONDS} if cell_timeout(cell) == 120 "
             f"else cell_timeout(cell)\nc.Exchange.root = {str(exchange)!r}\n"
+            f"c.GuardedExecute.answer_keys = {{**c.GuardedExecute.answer_keys, {BROKEN_KEY!r}: 'broken_key.py'}}\n"
         )
     instructor = clean_environment(base / "instructor")
     (base / "instructor").mkdir()
 
     source = reduced_notebook(NOTEBOOKS / NOTEBOOK)  # turned down, as the notebook tests run it
-    (course / "source" / ASSIGNMENT).mkdir(parents=True)
-    nbformat.write(source, course / "source" / ASSIGNMENT / NOTEBOOK)
+    for assignment in (ASSIGNMENT, *OTHER_ASSIGNMENTS):
+        (course / "source" / assignment).mkdir(parents=True)
+        nbformat.write(source, course / "source" / assignment / NOTEBOOK)
+        run_nbgrader(course, instructor, "generate_assignment", assignment, "--force")
+        run_nbgrader(course, instructor, "release_assignment", assignment)
     source_bytes = (course / "source" / ASSIGNMENT / NOTEBOOK).read_bytes()
     workbook_bytes = (ROOT / "workbook" / "course" / "verdicts.py").read_bytes()
-    run_nbgrader(course, instructor, "generate_assignment", ASSIGNMENT, "--force")
-    run_nbgrader(course, instructor, "release_assignment", ASSIGNMENT)
     solutions = {nbgrader_meta(c)["grade_id"]: c for c in source.cells if nbgrader_meta(c).get("solution")}
     escaper, marker = escaper_source(base, course)
+    placeholders = {"ESCAPER": escaper, "KEY_THIEF": KEY_THIEF.format(answer_key=str(course / ANSWER_KEY))}
 
-    for student in [*STUDENTS, NOT_A_NOTEBOOK]:
+    handing_in = [(ASSIGNMENT, student) for student in [*STUDENTS, NOT_A_NOTEBOOK]]
+    for assignment, student in [*handing_in, *OTHER_ASSIGNMENTS.items()]:
         home = base / "students" / student
-        home.mkdir(parents=True)
+        home.mkdir(parents=True, exist_ok=True)
         env = clean_environment(home)
         flags = ["--course", COURSE_ID, f"--Exchange.root={exchange}"]
-        run_nbgrader(home, env, "fetch_assignment", ASSIGNMENT, *flags)
-        path = home / ASSIGNMENT / NOTEBOOK
+        run_nbgrader(home, env, "fetch_assignment", assignment, *flags)
+        path = home / assignment / NOTEBOOK
         if student == NOT_A_NOTEBOOK:
             path.write_text(path.read_text()[:5000])  # cut off mid-way, as an interrupted upload leaves it
         else:
             release = nbformat.read(path, as_version=4)
             handed_in = dict(STUDENTS[student][0])
-            if handed_in.get("answers", {}).get("c_train_answer") == "ESCAPER":
-                handed_in["answers"] = {**handed_in["answers"], "c_train_answer": escaper}
+            answers = handed_in.get("answers", {})
+            handed_in["answers"] = {grade_id: placeholders.get(text, text) for grade_id, text in answers.items()}
             for name, text in (handed_in.pop("files", None) or {}).items():
                 (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
                 (path.parent / name).write_text(text)
             nbformat.write(submission(release, solutions, **handed_in), path)
         # On a hub each student is a user of their own; here all are one, so each says who.
-        run_nbgrader(home, env, "submit", ASSIGNMENT, *flags, f"--student={student}")
+        run_nbgrader(home, env, "submit", assignment, *flags, f"--student={student}")
 
     run_nbgrader(course, instructor, "collect", ASSIGNMENT)
     started = time.perf_counter()
@@ -311,23 +354,42 @@ def hub(tmp_path_factory):
     seconds = time.perf_counter() - started
     time.sleep(1)
     after = dict(processes=leftover_processes(marker), escaped=marker.exists())
+    others = {}
+    for assignment in OTHER_ASSIGNMENTS:
+        run_nbgrader(course, instructor, "collect", assignment)
+        others[assignment] = grade_class(
+            course, assignment, workers=1, extra=["--force"], env=instructor, log=lambda line: None
+        )
     feedback = run_nbgrader(course, instructor, "generate_feedback", ASSIGNMENT, "--force", check=False)
     run_nbgrader(course, instructor, "export")
     with open(course / "grades.csv", newline="") as file:
-        rows = {row["student_id"]: row for row in csv.DictReader(file)}
-    scores = {}
+        every_row = {(row["assignment"], row["student_id"]): row for row in csv.DictReader(file)}
+    rows = {student: row for (assignment, student), row in every_row.items() if assignment == ASSIGNMENT}
+    scores, auto_scores = {}, {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        for student in STUDENTS:
-            scores[student] = {
-                grade_id: gradebook.find_grade(grade_id, NOTEBOOK[:-6], ASSIGNMENT, student).score
-                for grade_id in POINTS
+        for assignment, student in [(ASSIGNMENT, student) for student in STUDENTS] + list(OTHER_ASSIGNMENTS.items()):
+            grades = {
+                grade_id: gradebook.find_grade(grade_id, NOTEBOOK[:-6], assignment, student) for grade_id in POINTS
             }
+            scores[assignment, student] = {grade_id: grade.score for grade_id, grade in grades.items()}
+            auto_scores[assignment, student] = {grade_id: grade.auto_score for grade_id, grade in grades.items()}
     after.update(
         source_unchanged=(course / "source" / ASSIGNMENT / NOTEBOOK).read_bytes() == source_bytes,
         workbook_unchanged=(ROOT / "workbook" / "course" / "verdicts.py").read_bytes() == workbook_bytes,
         pth=os.path.exists(os.path.join(sysconfig.get_paths()["purelib"], "zz_workbook_attack.pth")),
     )
-    return dict(course=course, graded=graded, feedback=feedback, rows=rows, scores=scores, seconds=seconds, after=after)
+    return dict(
+        course=course,
+        graded=graded,
+        others=others,
+        feedback=feedback,
+        rows=rows,
+        every_row=every_row,
+        scores=scores,
+        auto_scores=auto_scores,
+        seconds=seconds,
+        after=after,
+    )
 
 
 def log_of(hub, student):
@@ -341,7 +403,7 @@ def log_of(hub, student):
 @pytest.mark.parametrize("student", STUDENTS)
 def test_each_submission_gets_the_points_of_its_honest_work(hub, student):
     expected = STUDENTS[student][1]
-    assert hub["scores"][student] == expected, log_of(hub, student)
+    assert hub["scores"][ASSIGNMENT, student] == expected, log_of(hub, student)
     assert float(hub["rows"][student]["raw_score"]) == sum(expected.values())  # what `nbgrader export` hands on
     # nbgrader leaves the grades of deleted check cells to the instructor, and the export says so
     assert hub["rows"][student]["status"] == ("needs manual grading" if student == "deleted_checks" else "graded")
@@ -361,17 +423,59 @@ def test_a_file_that_is_not_a_notebook_is_marked_not_graded_and_the_rest_are_gra
     )
 
 
-def autograded(hub, student):
-    return nbformat.read(hub["course"] / "autograded" / student / ASSIGNMENT / NOTEBOOK, as_version=4)
+def autograded(hub, student, assignment=ASSIGNMENT):
+    return nbformat.read(hub["course"] / "autograded" / student / assignment / NOTEBOOK, as_version=4)
 
 
-def autograded_errors(hub, student):
+def autograded_errors(hub, student, assignment=ASSIGNMENT):
     """{grade_id: names of the errors in that cell} of a student's autograded notebook."""
     return {
         nbgrader_meta(c).get("grade_id"): [o.ename for o in c.get("outputs", []) if o.output_type == "error"]
-        for c in autograded(hub, student).cells
+        for c in autograded(hub, student, assignment).cells
         if c.cell_type == "code"
     }
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")
+def test_the_key_thief_searched_everywhere_and_found_no_answer(hub):
+    answer_cell = next(
+        c for c in autograded(hub, "key_thief").cells if nbgrader_meta(c).get("grade_id") == "a_quantize_2bit"
+    )
+    assert [o.ename for o in answer_cell.outputs if o.output_type == "error"] == []  # it ran to its end...
+    printed = "".join(o.get("text", "") for o in answer_cell.outputs)
+    assert "no answer key: FileNotFoundError" in printed  # ...and the course folder was hidden from it
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")
+def test_an_assignment_without_its_verdict_spec_is_refused_not_graded_by_its_own_checks(hub):
+    # The forger's notebook, whose rebound checks all pass in the kernel, handed in as "hw5".
+    code, _, log = hub["others"][UNCOVERED]["forger"]
+    assert code != 0 and "has no verdict spec" in log, log[-3000:]
+    assert "c.GuardedExecute.answer_keys" in log  # and what to do about it
+    assert hub["every_row"][UNCOVERED, "forger"]["status"].startswith("not graded")
+    assert float(hub["every_row"][UNCOVERED, "forger"]["raw_score"]) == 0
+    assert not (hub["course"] / "autograded" / "forger" / UNCOVERED).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")
+def test_a_verdict_the_grader_cannot_take_is_left_for_manual_grading_not_a_zero(hub):
+    # The reference solution, judged by an answer key that fails to load.
+    code, _, log = hub["others"][BROKEN_KEY]["reference"]
+    assert code == 0, log[-3000:]
+    assert "needs manual grading" in log  # the instructor's log says so
+    assert hub["auto_scores"][BROKEN_KEY, "reference"] == dict.fromkeys(POINTS, None)  # no score, not 0
+    assert hub["every_row"][BROKEN_KEY, "reference"]["status"] == "needs manual grading"
+    errors = autograded_errors(hub, "reference", BROKEN_KEY)
+    assert all(errors[grade_id] == ["NeedsManualGrading"] for grade_id in POINTS), errors
 
 
 @pytest.mark.slow
@@ -440,9 +544,8 @@ def test_output_is_capped_in_bytes_and_the_checksum_warnings_name_only_edited_ch
 
 
 def test_cell_limits_budget_and_target_are_the_ones_the_assignment_promises():
-    from workbook.course.grading import TARGET_MSE, TIME_BUDGET_SECONDS, cell_timeout
-    from workbook.course.verdicts import TARGET_MSE as JUDGED_MSE
-    from workbook.course.verdicts import TIME_BUDGET_SECONDS as JUDGED_BUDGET
+    from workbook.course.grading import cell_timeout
+    from workbook.lab import assignment_spec as spec
 
     notebook = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
     # What the title cell promises students, in its own words: 300 s for part (c), 2 minutes a cell.
@@ -457,7 +560,14 @@ def test_cell_limits_budget_and_target_are_the_ones_the_assignment_promises():
     # the check cell grades with literal numbers, the same as the grader's
     check = next(c for c in notebook.cells if nbgrader_meta(c).get("grade_id") == "c_reconstruction")
     assert "time_budget_seconds=300," in check.source and "target_mse=0.006," in check.source
-    assert (TIME_BUDGET_SECONDS, TARGET_MSE) == (JUDGED_BUDGET, JUDGED_MSE) == (300, 0.006)
+    assert (spec.TIME_BUDGET_SECONDS, spec.TARGET_MSE) == (300, 0.006)
+    # the graded cells and their points, as the notebook's metadata gives them
+    graded = {
+        nbgrader_meta(c)["grade_id"]: nbgrader_meta(c)["points"]
+        for c in notebook.cells
+        if nbgrader_meta(c).get("grade")
+    }
+    assert dict(spec.POINTS) == graded == POINTS
 
 
 # --- the pieces, without nbgrader ------------------------------------------------------
@@ -483,7 +593,8 @@ def test_verdicts_pass_the_reference_and_fail_what_differs(tmp_path, monkeypatch
     grading.record_function("b_fix", clipped)
     grading.record_answers("b_culprit", culprit_op=" cast ", culprit_variable="codes")
     grading.record_model("c_reconstruction", workbook.autoencoder(bottleneck=clipped))  # untrained
-    verdicts = grading.run_verdicts(tmp_path / grading.PROBE_FILE, tmp_path / grading.ARTIFACTS_FOLDER, 10.0)
+    key = ROOT / "course" / ANSWER_KEY
+    verdicts = grading.run_verdicts(key, tmp_path / grading.PROBE_FILE, tmp_path / grading.ARTIFACTS_FOLDER, 10.0)
     passed = {grade_id: verdict[0] for grade_id, verdict in verdicts.items()}
     assert passed == {
         "a_forward": True,
@@ -509,11 +620,149 @@ def test_verdicts_read_recordings_as_data_only(tmp_path):
     (folder / "b_fix.npz").write_bytes(b"\0" * (verdicts.MAX_ARTIFACT_BYTES + 1))
     (folder / "b_culprit.json").write_text('{"culprit_op": ["Cast"]}')
     found = verdicts.judge(
-        tmp_path / grading.PROBE_FILE, folder, grade_ids=("a_forward", "a_gradient", "b_fix", "b_culprit")
+        tmp_path / grading.PROBE_FILE, folder, answer_key(), grade_ids=("a_forward", "a_gradient", "b_fix", "b_culprit")
     )
     assert {grade_id: passed for grade_id, (passed, _) in found.items()} == dict.fromkeys(found, False)
     assert "not an array file" in found["a_forward"][1] and "cannot be opened" in found["a_gradient"][1]
     assert "at most" in found["b_fix"][1] and "does not hold strings" in found["b_culprit"][1]
+
+
+def answer_key(path=ROOT / "course" / ANSWER_KEY):
+    """The course folder's answer key, loaded as the instructor's run of the notebook loads it."""
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location("answer_key_under_test", path)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    return module.KEY
+
+
+def record_formula_answers(folder, monkeypatch):
+    """Record in ``folder``, on a probe of its own, the answers written out here: (a) and (b) right, (c) untrained."""
+    import keras
+
+    import workbook
+    from workbook.course import grading
+
+    monkeypatch.chdir(folder)
+    grading.write_probe(grading.PROBE_FILE)
+
+    def forward(x):
+        return keras.ops.round(3.0 * keras.ops.clip(x, 0.0, 1.0)) / 3.0
+
+    clipped = workbook.surrogate(forward, lambda x: keras.ops.cast((x >= 0.0) & (x <= 1.0), x.dtype))
+    for grade_id in ("a_forward", "a_gradient", "b_fix"):
+        grading.record_function(grade_id, clipped)
+    grading.record_answers("b_culprit", culprit_op="Cast", culprit_variable="codes")
+    grading.record_model("c_reconstruction", workbook.autoencoder(bottleneck=clipped))
+    return folder / grading.PROBE_FILE, folder / grading.ARTIFACTS_FOLDER
+
+
+def zip_bomb(path, name="x_value", values=64 * 2**20):
+    """An .npz whose one float32 array declares ``values`` zeros: a few hundred kB, 4 bytes a value inflated."""
+    import zipfile
+
+    import numpy as np
+
+    header = {"descr": "<f4", "fortran_order": False, "shape": (values,)}
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open(f"{name}.npy", "w", force_zip64=True) as member,
+    ):
+        np.lib.format.write_array_header_1_0(member, header)
+        chunk = bytes(2**22)
+        for _ in range(values * 4 // len(chunk)):
+            member.write(chunk)
+
+
+def test_a_recording_that_would_inflate_is_refused_before_its_values_are_read(tmp_path):
+    import tracemalloc
+
+    from workbook.course import verdicts
+
+    zip_bomb(tmp_path / "a_forward.npz")  # 256 MB once inflated
+    assert (tmp_path / "a_forward.npz").stat().st_size < verdicts.MAX_ARTIFACT_BYTES
+    tracemalloc.start()
+    try:
+        with pytest.raises(verdicts.Unreadable, match="an array of 67,108,864 values"):
+            verdicts._recorded(tmp_path, "a_forward")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, peak  # the file's bytes and a header, never the 256 MB
+
+
+@pytest.mark.timeout(600)
+def test_each_verdict_stands_alone_a_malformed_record_fails_only_its_own_part(tmp_path, monkeypatch):
+    from workbook.course import grading
+
+    probe, artifacts = record_formula_answers(tmp_path, monkeypatch)
+    zip_bomb(artifacts / "a_gradient.npz")
+    (artifacts / "b_culprit.json").write_text("[" * 100_000 + "]" * 100_000)  # nested 100,000 levels deep
+    verdicts = grading.run_verdicts(ROOT / "course" / ANSWER_KEY, probe, artifacts, 10.0)
+    passed = {grade_id: verdict[0] for grade_id, verdict in verdicts.items()}
+    assert passed == {
+        "a_forward": True,
+        "a_gradient": False,
+        "b_culprit": False,
+        "b_fix": True,
+        "c_reconstruction": False,  # untrained
+    }, verdicts
+    assert "67,108,864 values" in verdicts["a_gradient"][1]
+    assert "nested too deep" in verdicts["b_culprit"][1]
+
+
+def test_a_part_the_grader_cannot_judge_is_left_for_manual_grading_not_failed(tmp_path, monkeypatch):
+    from workbook.course import verdicts
+
+    probe, artifacts = record_formula_answers(tmp_path, monkeypatch)
+    (artifacts / "a_gradient.npz").write_text("not an array file")  # the student's: that part fails
+
+    def quantizer(x):
+        raise RuntimeError("the grader's references cannot be computed")
+
+    found = verdicts.judge(probe, artifacts, verdicts.AnswerKey(quantizer, ("cast", "codes")), training_seconds=10.0)
+    passed = {grade_id: verdict[0] for grade_id, verdict in found.items()}
+    assert passed == {
+        "a_forward": None,
+        "a_gradient": False,
+        "b_culprit": True,
+        "b_fix": None,
+        "c_reconstruction": None,
+    }
+    assert all("needs manual grading" in found[grade_id][1] for grade_id in ("a_forward", "b_fix", "c_reconstruction"))
+    assert "not an array file" in found["a_gradient"][1]
+
+
+def test_the_instructors_own_run_finds_the_answer_key_from_the_notebooks_folder(tmp_path, monkeypatch):
+    import keras
+
+    import workbook
+    from workbook.course import grading
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setattr(grading, "_here", {})  # a probe of this test's own, in a temporary folder
+    monkeypatch.chdir(NOTEBOOKS)  # where the kernel of the instructor's notebook runs
+    quantizer = workbook.surrogate(
+        lambda x: keras.ops.round(3.0 * keras.ops.clip(x, 0.0, 1.0)) / 3.0,
+        lambda x: keras.ops.cast((x >= 0.0) & (x <= 1.0), x.dtype),
+    )
+    grading.record_function("a_gradient", quantizer)
+    grading.judge_here("a_gradient")  # passes
+    grading.record_answers("b_culprit", culprit_op="Round", culprit_variable="levels")
+    with pytest.raises(AssertionError, match="is not the op that cuts"):
+        grading.judge_here("b_culprit")
+    assert not list(NOTEBOOKS.glob("grading_*"))  # nothing written beside the notebooks
+    # From course/source/<assignment>/, where `make assignments` links the notebook, too.
+    source = tmp_path / "course" / "source" / "05"
+    source.mkdir(parents=True)
+    shutil.copy(ROOT / "course" / ANSWER_KEY, tmp_path / "course")
+    assert grading.find_answer_key(source) == str(tmp_path / "course" / ANSWER_KEY)
+    # Without a course folder above, it says where the key is looked for.
+    monkeypatch.chdir(source.parent)
+    (tmp_path / "course" / ANSWER_KEY).unlink()
+    with pytest.raises(FileNotFoundError, match=f"course/{ANSWER_KEY} is not in the course folder"):
+        grading.judge_here("a_gradient")
 
 
 def run_sandboxed(tmp_path, script, hidden=()):
@@ -558,3 +807,114 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 3; touch {marker}"])
     time.sleep(4)
     assert not marker.exists() and not (ROOT / "workbook" / "zz.py").exists()
     assert (course / "gradebook.db").read_text() == "grades"
+
+
+# --- the answer key stays with the grader ------------------------------------------------
+
+# Run in a fresh interpreter that sees nothing of the course: every module of the installed
+# workbook package imported, every callable in it (and in its module-level containers) tried as
+# part (a)'s answer against the requirement written out here, every string it holds searched for
+# part (b)'s answer; and every string literal of its source files read.
+ANSWER_SCAN = r"""
+import ast, importlib, inspect, json, pathlib, pkgutil, sys
+import numpy as np
+import tensorflow as tf
+import workbook
+
+answer = {"cast", "codes"}  # part (b): the op and the variable, as the title cell asks for them
+x = np.linspace(-1.0, 2.0, 601, dtype="float32")
+x = x[np.all(np.abs(x[:, None] - np.array([0.5 / 3, 1.5 / 3, 2.5 / 3, 0.0, 1.0])) > 1e-3, axis=1)]
+forward = np.round(3 * np.clip(x, 0, 1)) / 3  # part (a): round(3 clip(x, 0, 1)) / 3 forward,
+derivative = ((x >= 0) & (x <= 1)).astype("float32")  # the clip's derivative backward
+
+def passes_part_a(fn):
+    try:
+        inspect.signature(fn).bind(x)
+    except (TypeError, ValueError):
+        return False
+    try:
+        xt = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            y = fn(xt)
+        gradient = tape.gradient(y, xt)
+        return bool(
+            np.allclose(np.asarray(y, "float32"), forward, atol=1e-5)
+            and gradient is not None and np.allclose(np.asarray(gradient), derivative, atol=1e-5)
+        )
+    except BaseException:  # anything the package's functions do with a tensor they were not made for
+        return False
+
+def strings(value):
+    items = value.items() if isinstance(value, dict) else value
+    if isinstance(value, dict):
+        items = [part for pair in items for part in pair]
+    return {item.strip().lower() for item in items if isinstance(item, str)}
+
+found, modules = [], ["workbook"]
+modules += [info.name for info in pkgutil.walk_packages(workbook.__path__, "workbook.")]
+for name in modules:
+    module = importlib.import_module(name)
+    for attribute, value in list(vars(module).items()):
+        candidates = [value]
+        if isinstance(value, (dict, list, tuple, set, frozenset)):
+            candidates += list(value.values() if isinstance(value, dict) else value)
+            if answer <= strings(value):
+                found.append(f"{name}.{attribute} holds part (b)'s answer")
+        for candidate in candidates:
+            if callable(candidate) and not inspect.isclass(candidate) and passes_part_a(candidate):
+                found.append(f"{name}.{attribute} passes part (a)")
+for path in pathlib.Path(workbook.__file__).parent.rglob("*.py"):
+    literals = {
+        node.value.strip().lower()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    if answer <= literals:
+        found.append(f"{path.name} spells out part (b)'s answer")
+print(json.dumps({"modules": len(modules), "found": found}))
+"""
+
+
+@pytest.mark.timeout(900)
+def test_no_module_of_the_installed_workbook_holds_an_answer(tmp_path):
+    # A fresh interpreter in isolated mode (no working folder, no PYTHONPATH): it sees the
+    # installed package and nothing of the course folder.
+    env = clean_environment(tmp_path / "home")
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", ANSWER_SCAN], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=840
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    scan = json.loads(result.stdout.strip().splitlines()[-1])
+    assert scan["modules"] > 40  # every module was imported and searched
+    assert scan["found"] == []
+
+
+def test_the_answer_scan_finds_a_planted_answer(tmp_path):
+    # The scan above, run on a copy of the package with the answers planted where a module
+    # could hold them: it must find each of them.
+    package = tmp_path / "site" / "workbook"
+    shutil.copytree(ROOT / "workbook", package, ignore=shutil.ignore_patterns("__pycache__", "*.npz"))
+    (package / "planted.py").write_text(
+        "import keras\n\n"
+        "ANSWERS = {'op': 'Cast', 'variable': 'codes'}\n\n"
+        "def _quantizer(x):\n"
+        "    clipped = keras.ops.clip(x, 0.0, 1.0)\n"
+        "    return clipped + keras.ops.stop_gradient(keras.ops.round(3.0 * clipped) / 3.0 - clipped)\n"
+    )
+    script = f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r})\n" + ANSWER_SCAN
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", script],
+        cwd=tmp_path,
+        env=clean_environment(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])["found"]
+    assert {
+        "workbook.planted.ANSWERS holds part (b)'s answer",
+        "workbook.planted._quantizer passes part (a)",
+        "planted.py spells out part (b)'s answer",
+    } <= set(found), found

@@ -8,10 +8,13 @@ grader's own process, where no student code runs, and changes nbgrader's ``Execu
   nothing but the grader's inputs for this submission (``grading_probe.npz``), the rest
   of the machine read-only, the course, the exchange and every temporary folder hidden,
   no network, an unprivileged user, and every process it started killed with it;
-- **the verdicts are the grader's**: after the kernel has ended, the graded cells of
-  assignment 05 get their points from :mod:`workbook.course.verdicts`, run by this Python in
-  isolated mode on what the hidden tests recorded; the kernel can only lose its own
-  points (an error in a graded cell still costs them), never earn one;
+- **the verdicts are the grader's**: after the kernel has ended, the graded cells of an
+  assignment with an answer key (``answer_keys``: assignment 05's, in the course folder) get
+  their points from that key, run by this Python in isolated mode on what the hidden tests
+  recorded; the kernel can only lose its own points (an error in a graded cell still costs
+  them), never earn one. A verdict the grader could not take is left for manual grading
+  (:class:`SaveVerdicts`), never a 0. An assignment with neither an answer key nor a place in
+  ``self_checked`` is refused before its kernel starts;
 - **part (c) is timed here**: from the end of the data cell to the start of part (c)'s
   check, kernel restarts included, by this process's clock;
 - **a dying kernel costs one cell**: it is marked, a new kernel runs the cells before it
@@ -34,20 +37,18 @@ from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.plugins import CsvExportPlugin
-from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
-from traitlets import Integer, List, Unicode
+from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells, SaveAutoGrades
+from traitlets import Dict, Integer, List, Unicode
 
 from workbook.course.grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, write_probe
-from workbook.course.sandbox import Box, sandbox_problem, sandboxed_kernel_manager
+from workbook.course.sandbox import Box, can_hide, sandbox_problem, sandboxed_kernel_manager
 from workbook.course.verdicts import MAX_ARTIFACT_BYTES
+from workbook.lab import assignment_spec as spec
 
-__all__ = ["GuardedExecute", "OverwriteReleasedCells", "GradesWithStatus"]
+__all__ = ["GuardedExecute", "SaveVerdicts", "OverwriteReleasedCells", "GradesWithStatus"]
 
-#: The assignment whose graded cells follow the grader's verdicts (workbook.course.verdicts.JUDGED).
-JUDGED_ASSIGNMENT = "05_assignment_quantized_autoencoder"
-JUDGED = ("a_forward", "a_gradient", "b_culprit", "b_fix", "c_reconstruction")
-# Part (c)'s clock: from the end of this cell to the start of that one.
-_TIMED_FROM, _TIMED_TO = "data", "c_reconstruction"
+# Where GuardedExecute tells SaveVerdicts which graded cells the grader could not judge.
+_UNJUDGED = "workbook_unjudged"
 
 
 def _error(ename, text):
@@ -78,11 +79,20 @@ class GuardedExecute(Execute):
         Unicode(),
         help="Folders the kernel must not see, besides the course, the exchange, the grader's home and /tmp.",
     ).tag(config=True)
+    answer_keys = Dict(
+        value_trait=Unicode(),
+        help="{assignment: its answer key}, a file of the course folder (relative to it, or absolute) "
+        "whose verdicts give the graded cells their points.",
+    ).tag(config=True)
+    self_checked = List(
+        Unicode(), help="Assignments graded by their checks in the kernel (self-study: a student can fake them)."
+    ).tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         problem = sandbox_problem()
         if problem:
             raise RuntimeError(problem)
+        answer_key = self._answer_key((resources or {}).get("nbgrader", {}).get("assignment"))
         self._started = time.monotonic()
         self._kernel_restarts = 0
         self._output_bytes = {}
@@ -105,15 +115,44 @@ class GuardedExecute(Execute):
                 nb, resources = super().preprocess(nb, resources=resources, km=manager)
             finally:
                 self.timeout_func = limit
-            if resources.get("nbgrader", {}).get("assignment") == JUDGED_ASSIGNMENT:
-                self._apply_verdicts(nb, box, ours)
+            if answer_key:
+                resources[_UNJUDGED] = self._apply_verdicts(nb, box, ours, answer_key)
         finally:
             box.remove()
             shutil.rmtree(ours, ignore_errors=True)
         return nb, resources
 
+    def _course_root(self):
+        root = self.config.get("CourseDirectory", {}).get("root")
+        return root if isinstance(root, str) else os.getcwd()
+
+    def _answer_key(self, assignment):
+        """The answer key of ``assignment`` (None if it is self-checked); refuses an assignment with neither."""
+        if assignment in self.answer_keys:
+            path = os.path.join(self._course_root(), self.answer_keys[assignment])
+            if not os.path.isfile(path):
+                raise RuntimeError(
+                    f"The answer key of assignment {assignment!r}, {path}, is missing: c.GuardedExecute.answer_keys "
+                    f"in nbgrader_config.py names it. Put it back (course/{spec.NAME}'s is answer_key_05.py)."
+                )
+            if not can_hide(os.path.dirname(path)):
+                raise RuntimeError(
+                    f"The answer key {path} is in a folder the sandboxed kernel must see (it holds Python or the "
+                    f"workbook): the student's kernel could read it. Keep it in the course folder."
+                )
+            return path
+        if assignment in self.self_checked:
+            return None
+        raise RuntimeError(
+            f"Assignment {assignment!r} has no verdict spec, so it is not graded: its checks run in the "
+            f"student's kernel, which can fake them. In nbgrader_config.py, give it an answer key "
+            f"(c.GuardedExecute.answer_keys[{assignment!r}] = 'answer_key_05.py' for assignment 05 under "
+            f"another name), or list it in c.GuardedExecute.self_checked if it is self-study."
+        )
+
     def _hidden(self):
-        folders = [os.getcwd(), os.path.expanduser("~"), *self.hidden_folders]
+        folders = [os.getcwd(), self._course_root(), os.path.expanduser("~"), *self.hidden_folders]
+        folders += [os.path.dirname(os.path.join(self._course_root(), key)) for key in self.answer_keys.values()]
         for section, name in (("CourseDirectory", "root"), ("Exchange", "root")):
             value = self.config.get(section, {}).get(name)
             if isinstance(value, str):
@@ -194,19 +233,23 @@ class GuardedExecute(Execute):
         await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
 
     def _training_seconds(self):
-        if _TIMED_FROM not in self._times or _TIMED_TO not in self._times:
+        if spec.TIMED_FROM not in self._times or spec.TIMED_TO not in self._times:
             return None
-        return self._times[_TIMED_TO][0] - self._times[_TIMED_FROM][1]
+        return self._times[spec.TIMED_TO][0] - self._times[spec.TIMED_FROM][1]
 
-    def _apply_verdicts(self, nb, box, ours):
-        """Set each judged cell's outcome from the grader's verdict; the kernel's own can only cost points."""
+    def _apply_verdicts(self, nb, box, ours, answer_key):
+        """Set each judged cell's outcome from the grader's verdict; the grade ids it could not judge.
+
+        The kernel's own outcome can only cost points. A verdict the grader could not take
+        (its process failed, or one part of it) is marked for manual grading, never a fail.
+        """
         artifacts = ours / ARTIFACTS_FOLDER
         _copy_artifacts(box.work / ARTIFACTS_FOLDER, artifacts)
         try:
-            verdicts = run_verdicts(ours / PROBE_FILE, artifacts, self._training_seconds())
+            verdicts = run_verdicts(answer_key, ours / PROBE_FILE, artifacts, self._training_seconds())
         except Exception as error:
-            self.log.error("The verdicts could not be taken: %s", error)
-            verdicts = {grade_id: (False, "✗ the grader could not take its verdict") for grade_id in JUDGED}
+            verdicts = dict.fromkeys(spec.JUDGED, (None, f"the verdict process failed: {error}"))
+        unjudged = []
         for cell in nb.cells:
             grade_id = _grade_id(cell)
             if not _is_test_cell(cell) or grade_id not in verdicts:
@@ -216,8 +259,14 @@ class GuardedExecute(Execute):
             cell.outputs = [o for o in cell.outputs if o.get("output_type") != "execute_result"]
             if passed:
                 cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=message + "\n"))
+            elif passed is None:  # why goes to the instructor's log, not into the student's feedback
+                self.log.error("Cell %s needs manual grading: %s", grade_id, message)
+                unjudged.append(grade_id)
+                told = "the grader could not take its verdict on this cell; your instructor grades it by hand."
+                cell.outputs.insert(0, _error("NeedsManualGrading", told))
             else:
                 cell.outputs.insert(0, _error("NotPassed", message))
+        return unjudged
 
 
 def _copy_artifacts(source, artifacts):
@@ -227,6 +276,24 @@ def _copy_artifacts(source, artifacts):
         for path in source.iterdir():
             if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_ARTIFACT_BYTES:
                 shutil.copyfile(path, artifacts / path.name, follow_symlinks=False)
+
+
+class SaveVerdicts(SaveAutoGrades):
+    """nbgrader's ``SaveAutoGrades``, leaving a cell the grader could not judge to the instructor.
+
+    Introduced in course/README.md (in place of ``SaveAutoGrades`` in nbgrader_config.py). Such
+    a cell has no automatic score (not a 0), and its notebook is flagged in the formgrader;
+    ``nbgrader export`` says ``needs manual grading``.
+    """
+
+    def _add_score(self, cell, resources):
+        super()._add_score(cell, resources)
+        if _grade_id(cell) not in resources.get(_UNJUDGED, ()):
+            return
+        grade = self.gradebook.find_grade(_grade_id(cell), self.notebook_id, self.assignment_id, self.student_id)
+        grade.auto_score, grade.needs_manual_grade = None, True
+        grade.notebook.flagged = True
+        self.gradebook.db.commit()
 
 
 class OverwriteReleasedCells(OverwriteCells):
@@ -292,9 +359,14 @@ def _status(gradebook, assignment, student):
     except MissingEntry:
         return "not submitted"
     grades = [grade for notebook in submission.notebooks for grade in notebook.grades]
-    ungraded = [grade for grade in grades if grade.auto_score is None and grade.manual_score is None]
-    if grades and len(ungraded) == len(grades):
-        return "not graded: autograding failed (see the autograde log)"
-    if ungraded:
+    ungraded = [grade for grade in grades if _has_no_score(grade)]
+    if not ungraded:
+        return "graded"
+    # Flagged by SaveVerdicts: graded, with the verdicts the grader could not take left to a person.
+    if len(ungraded) < len(grades) or any(notebook.flagged for notebook in submission.notebooks):
         return "needs manual grading"
-    return "graded"
+    return "not graded: autograding failed (see the autograde log)"
+
+
+def _has_no_score(grade):
+    return grade.auto_score is None and grade.manual_score is None

@@ -11,7 +11,7 @@ files alone (course/README.md says how).
 
 Outside grading (the instructor's version run as a notebook), there is no probe: the
 first recording makes one in a temporary folder, and :func:`judge_here` takes the same
-verdicts in the kernel.
+verdicts in the kernel, with the answer key it finds in the course folder.
 """
 
 import atexit
@@ -25,23 +25,24 @@ import tempfile
 
 import numpy as np
 
+from workbook.lab import assignment_spec as spec
+
 __all__ = [
     "record_function",
     "record_answers",
     "record_model",
     "judge_here",
     "write_probe",
+    "run_verdicts",
+    "find_answer_key",
     "cell_timeout",
     "PROBE_FILE",
     "ARTIFACTS_FOLDER",
-    "TIME_BUDGET_SECONDS",
-    "TARGET_MSE",
+    "ANSWER_KEY",
 ]
 
-#: Part (c)'s budget for building and training the model, and its target; the check
-#: cell repeats both as literals, and the verdict uses these.
-TIME_BUDGET_SECONDS = 300
-TARGET_MSE = 0.006
+#: The answer key's file, in the course folder (never in the workbook a student installs).
+ANSWER_KEY = "answer_key_05.py"
 
 #: What the grader writes into the kernel's working folder before the notebook runs,
 #: and where the hidden tests leave what they record (both relative to that folder).
@@ -53,10 +54,6 @@ ARTIFACTS_FOLDER = "grading_artifacts"
 N_POINTS = 1200
 CODE_SHAPE = (2, 14, 14, 10)
 N_IMAGES = 4
-# Inputs this close to a jump of the quantizer, or to the ends of the clip, are not drawn:
-# there the forward or the derivative legitimately depends on the tie rule.
-TIE_MARGIN = 1e-3
-TIES = (0.5 / 3, 1.5 / 3, 2.5 / 3, 0.0, 1.0)
 
 
 def write_probe(path, seed=None):
@@ -71,7 +68,7 @@ def write_probe(path, seed=None):
         values = np.empty(0)
         while len(values) < n:
             drawn = rng.uniform(low, high, 2 * n)
-            keep = np.all(np.abs(drawn[:, None] - np.array(TIES)[None, :]) > TIE_MARGIN, axis=1)
+            keep = np.all(np.abs(drawn[:, None] - np.array(spec.TIES)[None, :]) > spec.TIE_MARGIN, axis=1)
             values = np.concatenate([values, drawn[keep]])
         return values[:n].astype("float32")
 
@@ -177,30 +174,62 @@ def judge_here(grade_id, training_seconds=None):
     """Outside grading: take the verdict on what was recorded, here, and assert it passed.
 
     Introduced in 05_assignment_quantized_autoencoder.ipynb (its hidden tests), so that the
-    instructor's version checks itself when it runs as a notebook. While nbgrader grades,
-    this does nothing: the grader takes the verdict itself, outside this kernel.
+    instructor's version checks itself when it runs as a notebook, with the answer key of the
+    course folder (:func:`find_answer_key`). While nbgrader grades, this does nothing: the
+    grader takes the verdict itself, outside this kernel.
     """
     if os.environ.get("NBGRADER_EXECUTION") == "autograde":
         return
+    import importlib.util
+
     from workbook.course.verdicts import judge
 
+    path = find_answer_key()
+    loader = importlib.util.spec_from_file_location("workbook_answer_key", path)
+    key = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(key)
     folder = _folder()
     verdicts = judge(
-        os.path.join(folder, PROBE_FILE), os.path.join(folder, ARTIFACTS_FOLDER), training_seconds, [grade_id]
+        os.path.join(folder, PROBE_FILE), os.path.join(folder, ARTIFACTS_FOLDER), key.KEY, training_seconds, [grade_id]
     )
     passed, message = verdicts[grade_id]
     print(message)
     assert passed, message
 
 
-def run_verdicts(probe, artifacts, training_seconds=None, grade_ids=None, timeout=600):
-    """{grade_id: (passed, message)} from ``python -I -m workbook.course.verdicts``, in a clean environment.
+def find_answer_key(start="."):
+    """The answer key's path: in the course folder beside or above ``start`` (a notebook's folder).
+
+    Introduced in course/README.md. Found from ``notebooks/`` (the course folder is
+    ``../course``) and from ``course/source/<assignment>/`` alike.
+    """
+    folder = os.path.abspath(start)
+    for parent in [folder, *_parents(folder)]:
+        for candidate in (os.path.join(parent, ANSWER_KEY), os.path.join(parent, "course", ANSWER_KEY)):
+            if os.path.isfile(candidate):
+                return candidate
+    raise FileNotFoundError(
+        f"The answer key course/{ANSWER_KEY} is not in the course folder beside or above {folder}: the "
+        f"instructor's version of the assignment takes its verdicts with it. Run the notebook from the "
+        f"repository's notebooks/ folder (or course/source/), where the course folder is found."
+    )
+
+
+def _parents(folder):
+    while os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+        yield folder
+
+
+def run_verdicts(answer_key, probe, artifacts, training_seconds=None, grade_ids=None, timeout=600):
+    """{grade_id: (passed, message)} from ``python -I ANSWER_KEY``, in a clean environment.
 
     Introduced in course/README.md. The process is this Python in isolated mode (no
     import path from the environment or the working folder, no user site-packages),
-    started in an empty folder with an environment of its own.
+    started in an empty folder with an environment of its own. ``passed`` is None for a
+    part the grader could not judge; a process that fails as a whole raises RuntimeError.
     """
-    command = [sys.executable, "-I", "-m", "workbook.course.verdicts", str(probe), str(artifacts)]
+    command = [sys.executable, "-I", os.path.abspath(answer_key), str(probe), str(artifacts)]
     if training_seconds is not None:
         command += ["--training-seconds", repr(float(training_seconds))]
     for grade_id in grade_ids or ():
@@ -232,6 +261,6 @@ def cell_timeout(cell):
     the rest of the notebook is still graded.
     """
     grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") if cell is not None else ""
-    if grade_id in ("c_train_answer", "c_reconstruction"):
-        return TIME_BUDGET_SECONDS + 60
+    if grade_id in spec.TRAINING_CELLS:
+        return spec.TIME_BUDGET_SECONDS + 60
     return 120

@@ -26,7 +26,14 @@ import tempfile
 
 from jupyter_client.manager import AsyncKernelManager
 
-__all__ = ["Box", "SandboxedKernelManager", "sandboxed_kernel_manager", "sandbox_command", "sandbox_problem"]
+__all__ = [
+    "Box",
+    "SandboxedKernelManager",
+    "sandboxed_kernel_manager",
+    "sandbox_command",
+    "sandbox_problem",
+    "can_hide",
+]
 
 SANDBOX_HELP = (
     "Grading runs every submission's kernel in a bubblewrap sandbox. Install it (Debian and Ubuntu: "
@@ -144,12 +151,19 @@ def _sandbox_env(box, user_env):
     }
 
 
+def can_hide(folder):
+    """True if the sandbox can hide ``folder`` from the kernel (it holds neither this Python nor the workbook)."""
+    return not _holds_the_python(folder)
+
+
 def _holds_the_python(folder):
     """True if hiding ``folder`` would hide this Python or the workbook from the kernel."""
     folder = os.path.realpath(folder)
     workbook_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     needed = (sys.prefix, sys.base_prefix, workbook_parent)
-    return any(os.path.realpath(path).startswith(folder + os.sep) for path in needed)
+    return any(
+        os.path.realpath(path) == folder or os.path.realpath(path).startswith(folder + os.sep) for path in needed
+    )
 
 
 class SandboxedKernelManager(AsyncKernelManager):

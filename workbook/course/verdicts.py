@@ -1,46 +1,58 @@
 """The verdicts on assignment 05, taken by the grader from what the hidden tests recorded.
 
-Introduced in course/README.md. Run as ``python -I -m workbook.course.verdicts PROBE ARTIFACTS``
-by the grader's own Python in isolated mode (:func:`workbook.course.grading.run_verdicts`), in
-an empty folder with an environment of its own, after the student's kernel has ended:
-nothing of the kernel reaches this process but the files it recorded, read as data (no
-pickles, no code, sizes and shapes checked). Every reference is this process's own: the
-quantizer and the colleague's bottleneck written out here, the model built here, and the
-bundled test digits, checked against their digest, loaded here.
+Introduced in course/README.md. This module holds no answer: the references that are answers
+(part (a)'s quantizer, part (b)'s culprit) live in the answer key, a file of the course folder
+that the grader runs as ``python -I answer_key_05.py PROBE ARTIFACTS``
+(:func:`workbook.course.grading.run_verdicts`) and that calls :func:`main` with them, in an
+empty folder with an environment of its own, after the student's kernel has ended. Nothing of
+the kernel reaches this process but the files it recorded, read as data: no pickles, no code,
+no links, and every size bounded before it is read (an array's header before its values).
 
+Each verdict stands alone: a record that cannot be read fails its own part, and says why; a
+part the grader itself could not judge is ``None`` (needs manual grading), never a fail.
 Prints one line of JSON, ``{grade_id: [passed, message]}``; a message never gives an answer.
 """
 
 import argparse
+import collections
 import hashlib
+import io
 import json
+import math
 import os
 import stat
 import sys
+import zipfile
 
 import numpy as np
 
-__all__ = ["judge", "JUDGED"]
+from workbook.course.grading import CODE_SHAPE, N_POINTS
+from workbook.lab import assignment_spec as spec
 
-#: The graded cells of assignment 05 whose points follow these verdicts.
-JUDGED = ("a_forward", "a_gradient", "b_culprit", "b_fix", "c_reconstruction")
+__all__ = ["AnswerKey", "judge", "main", "MAX_ARTIFACT_BYTES"]
 
-TIME_BUDGET_SECONDS = 300
-TARGET_MSE = 0.006
-N_TEST = 2000
+#: The answers the grader compares with: ``quantizer``, part (a)'s (a function of one tensor),
+#: and ``culprit``, part (b)'s (op, variable), lower case. Only the answer key builds one.
+AnswerKey = collections.namedtuple("AnswerKey", ["quantizer", "culprit"])
+
 #: sha256 of workbook/bundled/mnist-10k.npz, the digits part (c) is measured on.
 BUNDLED_DIGEST = "94e2480bb2d38e772966d2564f7818de27e5e7d95984370b0cfb33e5bb4a39df"
-# The largest file a hidden test records (the model's weights take about 6 kB).
+# The largest file a hidden test records (the model's weights take about 6 kB)...
 MAX_ARTIFACT_BYTES = 4_000_000
+# ...and what it may hold once decompressed: the largest array recorded is the grader's codes
+# (3,920 values), and a recording holds the values and gradients and the model's ~12 weights.
+MAX_ARRAYS = 64
+MAX_ARRAY_VALUES = max(N_POINTS, math.prod(CODE_SHAPE))
 # Values agree within float32 rounding; model gradients within float32 summation noise.
 VALUE_TOLERANCE = 1e-5
 GRADIENT_TOLERANCE = 1e-3
-# What part (b) asks for, compared as the title cell of the assignment says.
-_CULPRIT = ("cast", "codes")
 
 
 class Unreadable(Exception):
     """What the hidden test left cannot be read as the data it should be."""
+
+
+# --- reading what the kernel recorded, as data ------------------------------------------
 
 
 def _read(folder, name):
@@ -61,7 +73,6 @@ def _read(folder, name):
 
 def _recorded(folder, grade_id):
     """(arrays, answers) the hidden test of ``grade_id`` recorded; either may be None."""
-
     raw_arrays, raw_answers = _read(folder, f"{grade_id}.npz"), _read(folder, f"{grade_id}.json")
     arrays = None if raw_arrays is None else _recorded_arrays(grade_id, raw_arrays)
     answers = None if raw_answers is None else _recorded_answers(grade_id, raw_answers)
@@ -69,23 +80,53 @@ def _recorded(folder, grade_id):
 
 
 def _recorded_arrays(grade_id, raw):
-    """The float32 arrays in the bytes of ``grade_id``.npz, or Unreadable."""
-    import io
-
+    """The float32 arrays in the bytes of ``grade_id``.npz, each one's size checked before it is inflated."""
     try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as stored:
-            arrays = {name: stored[name] for name in stored.files}
+        archive = zipfile.ZipFile(io.BytesIO(raw))
+        members = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, EOFError):
+        raise Unreadable(f"{grade_id}.npz is not an array file") from None
+    if len(members) > MAX_ARRAYS:
+        raise Unreadable(f"{grade_id}.npz holds {len(members):,} arrays; a recording holds at most {MAX_ARRAYS}")
+    arrays = {}
+    for member in members:
+        if not member.filename.endswith(".npy"):
+            raise Unreadable(f"{grade_id}.npz holds {member.filename[:40]!r}, which is not an array")
+        with archive.open(member) as stream:
+            arrays[member.filename[:-4]] = _bounded_array(grade_id, stream)
+    return arrays
+
+
+def _bounded_array(grade_id, stream):
+    """One .npy array from ``stream``: float32, at most MAX_ARRAY_VALUES values, read only once its header says so."""
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"format version {version}")
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = reader(stream)
     except Exception as error:
         raise Unreadable(f"{grade_id}.npz is not an array file ({type(error).__name__})") from None
-    if any(array.dtype != np.float32 for array in arrays.values()):
+    if dtype != np.dtype("<f4"):
         raise Unreadable(f"{grade_id}.npz holds arrays that are not float32")
-    return arrays
+    size = math.prod(shape)
+    if size > MAX_ARRAY_VALUES:
+        raise Unreadable(
+            f"{grade_id}.npz holds an array of {size:,} values; the largest this assignment records "
+            f"has {MAX_ARRAY_VALUES:,}"
+        )
+    data = stream.read(size * 4)
+    if len(data) != size * 4:
+        raise Unreadable(f"{grade_id}.npz holds an array cut short")
+    return np.frombuffer(data, "<f4").reshape(shape, order="F" if fortran_order else "C").copy()
 
 
 def _recorded_answers(grade_id, raw):
     """The {name: string} in the bytes of ``grade_id``.json, or Unreadable."""
     try:
         answers = json.loads(raw)
+    except RecursionError:
+        raise Unreadable(f"{grade_id}.json is nested too deep to hold answers") from None
     except ValueError:
         raise Unreadable(f"{grade_id}.json is not JSON") from None
     if not isinstance(answers, dict) or not all(isinstance(v, str) for v in answers.values()):
@@ -94,22 +135,12 @@ def _recorded_answers(grade_id, raw):
 
 
 def _probe(path):
-    with open(path, "rb") as file:
-        import io
-
-        with np.load(io.BytesIO(file.read()), allow_pickle=False) as stored:
-            return {name: stored[name] for name in stored.files}
+    """The grader's own inputs for this submission (a file the grader wrote)."""
+    with open(path, "rb") as file, np.load(io.BytesIO(file.read()), allow_pickle=False) as stored:
+        return {name: stored[name] for name in stored.files}
 
 
-# --- the references ------------------------------------------------------------------
-
-
-def reference_quantizer(x):
-    """``round(3 clip(x, 0, 1)) / 3`` forward; the clip's derivative, ``[0 <= x <= 1]``, backward."""
-    import keras
-
-    clipped = keras.ops.clip(x, 0.0, 1.0)
-    return clipped + keras.ops.stop_gradient(keras.ops.round(3.0 * clipped) / 3.0 - clipped)
+# --- the references that are no answer ---------------------------------------------------
 
 
 def colleague_bottleneck(x):
@@ -135,13 +166,13 @@ def _values_and_gradients(fn, probe):
     return found
 
 
-def _model_gradients(probe):
+def _model_gradients(quantizer, probe):
     import keras
     import tensorflow as tf
 
     from workbook.lab.models import autoencoder
 
-    model = autoencoder(bottleneck=reference_quantizer, seed=int(probe["model_seed"]))
+    model = autoencoder(bottleneck=quantizer, seed=int(probe["model_seed"]))
     images = tf.constant(probe["images"])
     with tf.GradientTape() as tape:
         loss = keras.ops.mean((model(images, training=True) - images) ** 2)
@@ -164,7 +195,8 @@ def _compare(arrays, expected, keys, tolerance, what):
     return None
 
 
-def _function_verdict(arrays, answers, expected, model_expected, forward, backward, what):
+def _function_verdict(arrays, answers, expected, forward, backward, what):
+    """Part (a) or (b)'s fix: values (``forward``), gradients alone and in the model (``backward``)."""
     if arrays is None:
         why = answers.get("error") if answers else "the hidden test did not record it (the cell failed before)"
         return False, f"✗ {what}: {why}."
@@ -173,25 +205,21 @@ def _function_verdict(arrays, answers, expected, model_expected, forward, backwa
     if problem is None and backward:
         problem = _compare(arrays, expected, ["x_gradient", "code_gradient"], VALUE_TOLERANCE, f"{what}'s gradient")
         if problem is None:
-            problem = _compare(
-                arrays,
-                model_expected,
-                sorted(model_expected),
-                GRADIENT_TOLERANCE,
-                f"the gradient through {what} inside the autoencoder",
-            )
+            model_keys = sorted(key for key in expected if key.startswith("model_gradient_"))
+            what_model = f"the gradient through {what} inside the autoencoder"
+            problem = _compare(arrays, expected, model_keys, GRADIENT_TOLERANCE, what_model)
     if problem:
         return False, problem
     return True, f"✓ {what}: checked by the grader on inputs drawn for this submission."
 
 
-def _culprit_verdict(answers):
+def _culprit_verdict(answers, culprit):
     if not answers or "error" in answers:
         return False, "✗ culprit_op / culprit_variable: the hidden test did not record them."
     op, variable = answers.get("culprit_op", ""), answers.get("culprit_variable", "")
-    if op.strip().lower() != _CULPRIT[0]:
+    if op.strip().lower() != culprit[0]:
         return False, f"✗ {op[:40]!r} is not the op that cuts the encoder's gradient."
-    if variable.strip() != _CULPRIT[1]:
+    if variable.strip() != culprit[1]:
         return False, f"✗ {variable[:40]!r} is not the variable the culprit computes."
     return True, "✓ the culprit and its variable, checked by the grader."
 
@@ -205,7 +233,7 @@ def _bundled_test_images():
         raise RuntimeError(f"the bundled digits are not the ones part (c) is graded on (sha256 {digest})")
     from workbook.core.data import load_mnist
 
-    (_, _), (x_test, _) = load_mnist(n_test=N_TEST, source="bundled")
+    (_, _), (x_test, _) = load_mnist(n_test=spec.N_TEST, source="bundled")
     return x_test
 
 
@@ -220,7 +248,7 @@ def _recorded_weights(arrays, model):
     return weights, None
 
 
-def _reconstruction_verdict(arrays, answers, training_seconds):
+def _reconstruction_verdict(arrays, answers, quantizer, training_seconds):
     from workbook.lab.models import autoencoder
 
     if arrays is None:
@@ -228,7 +256,7 @@ def _reconstruction_verdict(arrays, answers, training_seconds):
         return False, f"✗ part (c): {why}."
     if training_seconds is None:
         return False, "✗ part (c): the grader has no time for the training."
-    model = autoencoder(bottleneck=reference_quantizer)
+    model = autoencoder(bottleneck=quantizer)
     weights, refused = _recorded_weights(arrays, model)
     if refused:
         return False, refused
@@ -236,61 +264,82 @@ def _reconstruction_verdict(arrays, answers, training_seconds):
     x_test = _bundled_test_images()
     reconstructions = np.asarray(model.predict(x_test, batch_size=250, verbose=0), dtype="float64")
     mse = float(np.mean((reconstructions - x_test) ** 2))
-    measured = f"test MSE {mse:.5f} on all {len(x_test):,} bundled test images (target {TARGET_MSE:g})"
-    if mse > TARGET_MSE:
+    measured = f"test MSE {mse:.5f} on all {len(x_test):,} bundled test images (target {spec.TARGET_MSE:g})"
+    if not mse <= spec.TARGET_MSE:  # NaN fails too
         return False, f"✗ measured by the grader: {measured}."
-    if training_seconds > TIME_BUDGET_SECONDS:
+    if training_seconds > spec.TIME_BUDGET_SECONDS:
         return False, (
             f"✗ measured by the grader: training took {training_seconds:.0f} s, over the budget of "
-            f"{TIME_BUDGET_SECONDS} s ({measured})."
+            f"{spec.TIME_BUDGET_SECONDS} s ({measured})."
         )
     return True, f"✓ measured by the grader: {measured}, trained in {training_seconds:.0f} s."
 
 
-def judge(probe_path, folder, training_seconds=None, grade_ids=JUDGED):
-    """{grade_id: (passed, message)} for the graded cells of assignment 05."""
-    probe = _probe(probe_path)
-    verdicts, expected, model_expected = {}, None, None
+class _References:
+    """The grader's expected values for this probe, computed once, when a verdict first needs them."""
+
+    def __init__(self, key, probe):
+        self.key, self.probe, self._found = key, probe, {}
+
+    def expected(self, grade_id):
+        if grade_id not in self._found:
+            if grade_id == "b_fix":  # the colleague's values forward, the quantizer's gradient backward
+                colleague = _values_and_gradients(colleague_bottleneck, self.probe)
+                values = {key: colleague[key] for key in ("x_value", "code_value")}
+                self._found[grade_id] = {**self.expected("a_forward"), **values}
+            else:
+                found = _values_and_gradients(self.key.quantizer, self.probe)
+                self._found[grade_id] = {**found, **_model_gradients(self.key.quantizer, self.probe)}
+        return self._found[grade_id]
+
+
+def _verdict(grade_id, arrays, answers, references, training_seconds):
+    if grade_id == "a_forward":
+        return _function_verdict(arrays, answers, references.expected("a_forward"), True, False, "quantize_2bit")
+    if grade_id == "a_gradient":
+        return _function_verdict(arrays, answers, references.expected("a_forward"), False, True, "quantize_2bit")
+    if grade_id == "b_fix":
+        return _function_verdict(arrays, answers, references.expected("b_fix"), True, True, "fixed_bottleneck")
+    if grade_id == "b_culprit":
+        return _culprit_verdict(answers, references.key.culprit)
+    return _reconstruction_verdict(arrays, answers, references.key.quantizer, training_seconds)
+
+
+def judge(probe_path, folder, key, training_seconds=None, grade_ids=spec.JUDGED):
+    """{grade_id: (passed, message)} for the graded cells of assignment 05; ``passed`` None: not judged.
+
+    Introduced in course/README.md. ``key`` is the answer key's :class:`AnswerKey`. A record
+    that cannot be read fails its own part only; where the grader itself fails (its references,
+    its data), that part is None with the reason, for the instructor to grade by hand.
+    """
+    references = _References(key, _probe(probe_path))
+    verdicts = {}
     for grade_id in grade_ids:
         try:
             arrays, answers = _recorded(folder, grade_id)
-        except Unreadable as error:
-            verdicts[grade_id] = (False, f"✗ {error}.")
+        except Exception as error:  # only the student's files are read here: they fail their own part
+            why = (
+                error
+                if isinstance(error, Unreadable)
+                else f"{grade_id}'s record cannot be read ({type(error).__name__})"
+            )
+            verdicts[grade_id] = (False, f"✗ {why}.")
             continue
-        if grade_id in ("a_forward", "a_gradient", "b_fix") and expected is None:
-            expected = _values_and_gradients(reference_quantizer, probe)
-            model_expected = _model_gradients(probe)
-        if grade_id == "a_forward":
-            verdicts[grade_id] = _function_verdict(
-                arrays, answers, expected, model_expected, True, False, "quantize_2bit"
-            )
-        elif grade_id == "a_gradient":
-            verdicts[grade_id] = _function_verdict(
-                arrays, answers, expected, model_expected, False, True, "quantize_2bit"
-            )
-        elif grade_id == "b_fix":
-            colleague = _values_and_gradients(colleague_bottleneck, probe)
-            fix_expected = {**expected, "x_value": colleague["x_value"], "code_value": colleague["code_value"]}
-            verdicts[grade_id] = _function_verdict(
-                arrays, answers, fix_expected, model_expected, True, True, "fixed_bottleneck"
-            )
-        elif grade_id == "b_culprit":
-            verdicts[grade_id] = _culprit_verdict(answers)
-        elif grade_id == "c_reconstruction":
-            verdicts[grade_id] = _reconstruction_verdict(arrays, answers, training_seconds)
+        try:
+            verdicts[grade_id] = _verdict(grade_id, arrays, answers, references, training_seconds)
+        except Exception as error:  # the grader's own failure, on a record it could read
+            why = f"{type(error).__name__}: {error}"[:300]
+            verdicts[grade_id] = (None, f"the grader could not take this verdict ({why}); it needs manual grading.")
     return verdicts
 
 
-def main(argv=None):
+def main(key, argv=None):
+    """The answer key's command line: judge what the hidden tests recorded, print the verdicts as JSON."""
     parser = argparse.ArgumentParser(description="Judge what assignment 05's hidden tests recorded.")
     parser.add_argument("probe")
     parser.add_argument("artifacts")
     parser.add_argument("--training-seconds", type=float, default=None)
-    parser.add_argument("--grade-id", action="append", choices=JUDGED)
+    parser.add_argument("--grade-id", action="append", choices=spec.JUDGED)
     args = parser.parse_args(argv)
-    verdicts = judge(args.probe, args.artifacts, args.training_seconds, args.grade_id or JUDGED)
+    verdicts = judge(args.probe, args.artifacts, key, args.training_seconds, args.grade_id or spec.JUDGED)
     sys.stdout.write(json.dumps(verdicts) + "\n")
-
-
-if __name__ == "__main__":
-    main()

@@ -18,17 +18,20 @@ from workbook.core.arguments import (
     refuse,
 )
 from workbook.core.gradients import value_and_gradient
+from workbook.lab import assignment_spec as spec
 from workbook.surrogates.checks import MAX_POINTS, check_test_range, report_mismatch, sample_points
 
 __all__ = ["check_quantizer", "check_gradient_fix", "check_reconstruction", "LEVELS"]
 
+#: The most test images check_reconstruction looks at the code of (a typo beyond it).
+MAX_PROBE = 10_000
+
 #: The four values of a 2-bit code in [0, 1].
 LEVELS = (0.0, 1 / 3, 2 / 3, 1.0)
 
-# Inputs closer than this to a jump of the quantizer (3x = k + 1/2) or to the ends of the
+# Inputs closer than TIE_MARGIN to a jump of the quantizer (3x = k + 1/2) or to the ends of the
 # clip are left out: there the forward or the derivative legitimately depends on the tie rule.
-_TIE_MARGIN = 1e-3
-_TIES = (0.5 / 3, 1.5 / 3, 2.5 / 3, 0.0, 1.0)
+_TIE_MARGIN, _TIES = spec.TIE_MARGIN, spec.TIES
 
 
 def check_quantizer(fn, gradient=True, x_range=(-1.0, 2.0), n_points=601, seed=0):
@@ -189,13 +192,13 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
     x_test : array
         Test images, (n, 28, 28, 1) in [0, 1]; never used for training.
     target_mse : float
-        The largest test reconstruction MSE that passes.
+        The largest test reconstruction MSE that passes (above 0).
     seconds : float
         How long training took.
     time_budget_seconds : float
-        The most it may take.
+        The most it may take (above 0).
     n_probe : int
-        Test images used to look at the code and to trace the gradient (at least 1; at most
+        Test images used to look at the code and to trace the gradient (1 to 10,000; at most
         ``len(x_test)`` are used).
 
     Returns
@@ -206,18 +209,17 @@ def check_reconstruction(model, x_test, target_mse, seconds, time_budget_seconds
     """
     import keras
 
-    for argument, value in (
-        ("target_mse", target_mse),
-        ("seconds", seconds),
-        ("time_budget_seconds", time_budget_seconds),
-    ):
-        if not is_number(value, low=0):
-            raise ValueError(f"{argument}={value!r} must be a number of at least 0.")
-    x_test = check_images("x_test", x_test, owner="check_reconstruction")
-    check_count("n_probe", n_probe, low=1, owner="check_reconstruction")
+    owner = "check_reconstruction"
+    # A target or a budget of 0 cannot be met: it is a typo, not a verdict to print.
+    for argument, value in (("target_mse", target_mse), ("time_budget_seconds", time_budget_seconds)):
+        if not is_number(value, low=0, include_low=False):
+            refuse(argument, value, "a finite number above 0", owner)
+    if not is_number(seconds, low=0):
+        refuse("seconds", seconds, "a finite number of at least 0 (how long training took)", owner)
+    x_test = check_images("x_test", x_test, owner=owner)
+    check_count("n_probe", n_probe, low=1, high=MAX_PROBE, owner=owner)
     if not isinstance(model, keras.Model):
-        print(f"✗ model must be your trained Keras model; got {type(model).__name__}.")
-        return False
+        refuse("model", model, "your trained Keras model (a keras.Model), e.g. one workbook.autoencoder built", owner)
     probe = x_test[:n_probe]
     results = [_check_code(model, probe), _check_encoder_learns(model, probe)]
 
@@ -392,8 +394,11 @@ def _example_array(example, owner):
     """``example`` as a non-empty, finite float32 array, or a ValueError naming it."""
     try:
         x = np.asarray(example, dtype="float32")
+        is_bool = np.asarray(example).dtype == bool
     except (TypeError, ValueError):
         refuse("example", example, "an array of numbers (inputs to test on), or None for the default", owner)
+    if is_bool:  # True is not the number 1 here, as nowhere in the workbook
+        refuse("example", example, "an array of numbers, not of True/False", owner)
     if x.size == 0:
         refuse("example", example, "a non-empty array: a check on 0 inputs would pass whatever the function", owner)
     if not np.isfinite(x).all():

@@ -1,0 +1,34 @@
+"""The spec of the graded assignment, 05_assignment_quantized_autoencoder: what is graded, and how.
+
+Introduced in 05_assignment_quantized_autoencoder.ipynb (its title cell promises these numbers)
+and course/README.md. One spec that the self-checks (:mod:`workbook.lab.assignment_checks`), what
+the hidden tests record and the cells' time limits (:mod:`workbook.course.grading`), the grader's
+verdicts (:mod:`workbook.course.verdicts`) and nbgrader's execute step
+(:mod:`workbook.course.autograde`) all read. It holds no answer: the answer key lives in the
+course folder, with the grader.
+"""
+
+import types
+
+#: The assignment's name (nbgrader's), after its notebook.
+NAME = "05_assignment_quantized_autoencoder"
+
+#: The graded cells whose points follow the grader's verdicts, and their points.
+POINTS = types.MappingProxyType({"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 4})
+JUDGED = tuple(POINTS)
+
+#: Part (c): the wall time for building and training the model, and the test MSE to reach,
+#: measured on the first ``N_TEST`` bundled test digits.
+TIME_BUDGET_SECONDS = 300
+TARGET_MSE = 0.006
+N_TEST = 2000
+
+#: Part (c)'s clock runs from the end of the first cell to the start of the second (grade ids).
+TIMED_FROM, TIMED_TO = "data", "c_reconstruction"
+#: The cells that may take the budget (and a minute more): part (c)'s training and its check.
+TRAINING_CELLS = ("c_train_answer", "c_reconstruction")
+
+#: Where the 2-bit quantizer's forward jumps (3x = k + 1/2) and its clip ends: inputs closer
+#: than ``TIE_MARGIN`` to these are never tested, since there the tie rule decides.
+TIES = (0.5 / 3, 1.5 / 3, 2.5 / 3, 0.0, 1.0)
+TIE_MARGIN = 1e-3
