@@ -112,6 +112,10 @@ BAD_CALLS = {
     "with_params(clip=1)": (lambda: workbook.SURROGATES["step_atan"].with_params(clip=1), ["'clip'", "alpha"]),
     "layers.Surrogate('nope')": (lambda: workbook.layers.Surrogate("nope"), ["surrogate='nope'"]),
     "layers.Surrogate(alpha=-1)": (lambda: workbook.layers.Surrogate("step_atan", alpha=-1), ["alpha=-1"]),
+    "layers.Surrogate(name=0)": (
+        lambda: workbook.layers.Surrogate("sign_ste", name=0),
+        ["Surrogate: name=0", "string"],
+    ),
     # plots.py, explorer.py
     "plot_derivatives(n_points=10**9)": (
         lambda: workbook.plot_derivatives("sign_ste", n_points=10**9),
@@ -292,7 +296,10 @@ BAD_CALLS = {
         lambda: workbook.find_gradient_breaks(ones, np.array([1.0, math.nan])),
         ["example=", "NaN"],
     ),
-    "find_gradient_breaks(f, None)": (lambda: workbook.find_gradient_breaks(ones, None), ["example"]),
+    "find_gradient_breaks(f, None)": (
+        lambda: workbook.find_gradient_breaks(ones, None),
+        ["example=None", "array or tensor"],
+    ),
     "find_gradient_breaks(loss=3)": (lambda: workbook.find_gradient_breaks(ones, X, loss=3), ["loss=3"]),
     # models.py, monitoring.py, compare.py
     "autoencoder(seed=2**70)": (lambda: workbook.autoencoder(seed=2**70), ["seed=1180591620717411303424"]),

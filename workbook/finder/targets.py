@@ -10,6 +10,7 @@ import inspect
 from dataclasses import dataclass
 
 from workbook.core import internals
+from workbook.core.arguments import refuse
 
 
 @dataclass
@@ -186,7 +187,9 @@ def _as_tensor(value, name):
     try:
         return tf.convert_to_tensor(value)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be an array or tensor; got {type(value).__name__} ({error}).") from None
+        why = str(error).splitlines()[0][:120].rstrip(".") if str(error) else type(error).__name__
+    # Refused outside the except block, so the student sees one error, not TensorFlow's under it.
+    refuse(name, value, f"an array or tensor, which TensorFlow can convert ({why})", "find_gradient_breaks")
 
 
 def stateful_variables(target):

@@ -8,6 +8,7 @@ layer of the workbook), and the loaded model still backpropagates the surrogate 
 
 import keras
 
+from workbook.core.arguments import refuse
 from workbook.surrogates.catalogue import SURROGATES, SurrogateGradient
 from workbook.surrogates.operation import unique_name
 
@@ -51,6 +52,8 @@ class Surrogate(keras.layers.Layer):
     """
 
     def __init__(self, surrogate, name=None, **params):
+        if name is not None and not isinstance(name, str):
+            refuse("name", name, "a string, e.g. name='bottleneck', or None (the catalog key)", "Surrogate")
         layer_kwargs = {key: params.pop(key) for key in list(params) if key in _LAYER_KWARGS}
         self.surrogate = _resolve(surrogate, params)
         super().__init__(name=name or unique_name(self.surrogate.name), **layer_kwargs)
