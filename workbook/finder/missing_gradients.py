@@ -357,12 +357,3 @@ def _own_loop_note(positions):
         "No variable got a gradient. To name the op that cut it, pass your model and one batch to "
         f"the finder: workbook.find_gradient_breaks({name}, (x_batch, y_batch), loss=your_loss)."
     )
-
-
-def _training_call(frames):
-    """(model, example, description) of the Keras training call among ``frames`` (outermost first), or None."""
-    call = _training_call_of([(frame, frame.f_lineno) for frame in frames])
-    if call is None:
-        return None
-    example, _ = _first_batch_of(call)
-    return None if example is None else (call.model, example, _description(call, example))
