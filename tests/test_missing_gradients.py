@@ -124,7 +124,7 @@ def test_the_error_comes_first_and_whole_then_the_culprit_with_its_cell_line(cel
     assert error["ename"] == "ValueError" and "No gradients provided for any variable" in error["evalue"]
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in error["traceback"]]  # without the colours
     assert any("cut.fit(" in line for line in lines)  # the student's own line, as without the extension
-    assert "first batch (16 rows)" in stream_text(cell, 1)
+    assert "the first 16 rows of this call's data" in stream_text(cell, 1)
     report = report_text(cell)
     assert "Round" in report and "return ops.round(t)" in report, report
     assert f"cell In[{cell.execution_count}], line 2" in report, report
@@ -162,7 +162,7 @@ def test_unloading_puts_back_the_plain_error(cells):
 def test_train_on_batch_is_explained_with_its_own_batch(cells):
     cell = cells["train_on_batch"]
     assert kinds(cell) == ["error", "stdout", "display_data"], cell.outputs
-    assert "first batch (8 rows)" in stream_text(cell, 1)
+    assert "the first 8 rows of this call's data" in stream_text(cell, 1)
     assert f"cell In[{cells['all_cut'].execution_count}], line 2" in report_text(cell)
 
 
@@ -238,3 +238,22 @@ def test_a_finder_that_fails_or_is_interrupted_costs_one_line_and_the_extension_
     assert shown.out.count("Traceback (most recent call last)") == 2  # each error shown, and nothing more
     ours = [text for text in shown.out.splitlines() if text.startswith(missing_gradients.NAME)]
     assert len(ours) == 2 and all(line in text for text in ours), ours
+
+
+def test_unloading_leaves_an_error_handler_set_after_it_in_place():
+    # Another tool's set_custom_exc after the extension's: unloading the extension must not
+    # silently take that tool's handler away (and the tool's own unload puts back the rest).
+    shell = InteractiveShell.instance()
+    before = (shell.custom_exceptions, shell.CustomTB)
+
+    def theirs(shell, etype, value, tb, tb_offset=None):
+        return None
+
+    missing_gradients.load_ipython_extension(shell)
+    try:
+        shell.set_custom_exc((KeyError,), theirs)
+        handler = shell.CustomTB
+    finally:
+        missing_gradients.unload_ipython_extension(shell)
+    assert shell.custom_exceptions == (KeyError,) and shell.CustomTB is handler
+    shell.custom_exceptions, shell.CustomTB = before

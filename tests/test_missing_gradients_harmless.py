@@ -254,7 +254,7 @@ def test_a_partly_cut_model_trains_as_without_it_and_the_culprit_follows(kernels
     assert plain["stdout"].startswith("losses [")  # it trained: two epochs, losses and weights as without it
     added, displays = help_of(kernels, name)
     assert added.startswith(REPORTED_ON.format("partly_" + name.split()[-1])), added
-    assert "first batch (16 rows)" in added
+    assert ("the first batch (16 rows) of this call's dataset" if "dataset" in name else "the first 16 rows") in added
     assert (
         len(displays) == 1
         and "Round" in displays[0]
@@ -273,7 +273,7 @@ def test_a_partly_cut_model_trains_as_without_it_and_the_culprit_follows(kernels
 def test_the_report_is_on_the_model_whose_fit_failed(kernels, name, model, rows):
     assert error_name(kernels, name) == NO_GRADIENTS
     added, displays = help_of(kernels, name)
-    assert added.startswith(REPORTED_ON.format(model) + f" and the first batch ({rows} rows)"), added
+    assert added.startswith(REPORTED_ON.format(model) + f" and the first {rows} rows of this call's data"), added
     assert len(displays) == 1 and "Round" in displays[0] and f"model {model!r}" in displays[0]
     assert "first_model" not in added + displays[0]
 

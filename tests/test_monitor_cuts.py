@@ -313,3 +313,27 @@ def test_the_finder_leaves_keras_and_tensorflow_random_draws_as_found(x_train):
     assert diagnosis.find_gradient_breaks(model, example).findings[0].op_type == "Round"
     for got, expected in zip(draws(), without, strict=True):
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.filterwarnings("ignore:Gradients do not exist")
+def test_a_fit_that_fails_leaves_no_batch_on_the_model(x_train):
+    # on_train_end never comes when fit raises; the step stays on the model's train function,
+    # and must not keep the student's last batch alive with it.
+    from workbook.monitor.recording import _MonitoredStep
+
+    class Stop(Exception):
+        pass
+
+    class StopAtSecondBatch(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 1:
+                raise Stop()
+
+    model = model_with(rounding)
+    monitor = workbook.GradientNormMonitor(every=1, live=False)
+    with pytest.raises(Stop):
+        model.fit(x_train, x_train, batch_size=32, callbacks=[monitor, StopAtSecondBatch()], verbose=0)
+    assert len(monitor.history) == 2  # it recorded both batches, the cut named from the first
+    step = _MonitoredStep.of(model)
+    assert step.calls >= 2  # the step that trained, still with the model (not one made anew)
+    assert step.batch is None

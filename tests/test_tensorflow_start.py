@@ -222,3 +222,26 @@ def test_descriptor_2_is_put_back_when_the_import_raises(tmp_path):
     )
     stdout, stderr = run(tmp_path, script)
     assert stdout == "KeyError('mine')\nTrue\n" and stderr == b"inside\noutside\n"
+
+
+def test_an_acknowledgement_is_heard_on_a_descriptor_numbered_above_1024():
+    # A kernel that has opened many files gets high descriptors; select() refuses those
+    # (ValueError), which setup() would have raised into the Setup cell.
+    import os
+    import resource
+
+    from workbook.core import tensorflow_start
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1500:
+        pytest.skip(f"this machine allows {hard} descriptors, not 1500")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1600), hard))
+    reading, writing = os.pipe()
+    high = os.dup2(reading, 1500)
+    try:
+        os.write(writing, tensorflow_start._READY)
+        assert tensorflow_start._answered(high, tensorflow_start._READY)
+    finally:
+        for descriptor in (reading, writing, high):
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -195,8 +195,10 @@ def _marker(token):
 
 def _answered(acknowledgements, expected):
     """True once the forwarder has written `expected`; False if it ended or kept silent too long."""
-    readable, _, _ = select.select([acknowledgements], [], [], _PATIENCE_SECONDS)
-    return bool(readable) and os.read(acknowledgements, 1) == expected
+    # poll, not select: select refuses a descriptor numbered 1024 or more, which a kernel may hold.
+    waiting = select.poll()
+    waiting.register(acknowledgements, select.POLLIN)
+    return bool(waiting.poll(_PATIENCE_SECONDS * 1000)) and os.read(acknowledgements, 1) == expected
 
 
 def _started(token, reading, acknowledging):
@@ -216,6 +218,10 @@ def _started(token, reading, acknowledging):
         starter.kill()
         starter.wait()
         return False
+    except BaseException:  # an interrupt while it starts: end it, and let the interrupt through
+        starter.kill()
+        starter.wait()
+        raise
 
 
 def _start_forwarder():
@@ -225,11 +231,18 @@ def _start_forwarder():
     token = os.urandom(16).hex()
     reading, writing = os.pipe()
     acknowledgements, acknowledging = os.pipe()
-    started = _started(token, reading, acknowledging)
-    os.close(reading)
-    os.close(acknowledging)
-    if started and _answered(acknowledgements, _READY):
-        return writing, acknowledgements, _marker(token)
+    try:
+        started = _started(token, reading, acknowledging)
+    finally:
+        os.close(reading)
+        os.close(acknowledging)
+    try:
+        if started and _answered(acknowledgements, _READY):
+            return writing, acknowledgements, _marker(token)
+    except BaseException:  # an interrupt while it waits: a forwarder left running ends with its pipe
+        os.close(writing)
+        os.close(acknowledgements)
+        raise
     os.close(writing)
     os.close(acknowledgements)
     return None
@@ -253,7 +266,12 @@ def _start_lines_dropped():
         yield
         return
     writing, acknowledgements, marker = started
-    saved = os.dup(2)
+    try:
+        saved = os.dup(2)
+    except BaseException:  # no descriptor left: the forwarder ends with its pipe closed
+        os.close(writing)
+        os.close(acknowledgements)
+        raise
     try:
         os.dup2(writing, 2)
         os.close(writing)

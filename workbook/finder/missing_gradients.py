@@ -83,6 +83,7 @@ class MissingGradients:
         self.pending = []  # TrainingCalls Keras warned about, explained after the cell
         self._previous = None
         self._hooks = None  # the warning hook while started
+        self._installed = None  # IPython's handler made from ours, to know it is still in place
 
     def start(self):
         from workbook.core.internals import shown_warnings
@@ -91,13 +92,15 @@ class MissingGradients:
         self._previous = (shell.custom_exceptions, getattr(shell, "CustomTB", None))
         others = tuple(e for e in shell.custom_exceptions if e is not ValueError)
         shell.set_custom_exc(others + (ValueError,), self.on_error)
+        self._installed = shell.CustomTB
         self._hooks = contextlib.ExitStack()
         self._hooks.enter_context(shown_warnings(self.on_warning))
         shell.events.register("post_run_cell", self.after_cell)
 
     def stop(self):
         exceptions, handler = self._previous
-        self.shell.custom_exceptions, self.shell.CustomTB = exceptions, handler
+        if getattr(self.shell, "CustomTB", None) is self._installed:  # a handler set after ours stays
+            self.shell.custom_exceptions, self.shell.CustomTB = exceptions, handler
         hooks, self._hooks = self._hooks, None
         hooks.close()
         self.shell.events.unregister("post_run_cell", self.after_cell)
@@ -297,7 +300,17 @@ def _why_not_read(x, y):
 
 
 def _description(call, example):
-    return f"model {call.model.name!r} and the first batch ({len(example[0])} rows) of this call"
+    rows = len(example[0])
+    if isinstance(call.arguments.get("x"), _dataset_type()):
+        return f"model {call.model.name!r} and the first batch ({rows} rows) of this call's dataset"
+    # Not "the first batch": fit shuffles arrays, so its first batch is other rows.
+    return f"model {call.model.name!r} and the first {rows} rows of this call's data"
+
+
+def _dataset_type():
+    import tensorflow as tf
+
+    return tf.data.Dataset
 
 
 # -- what to paste: the model as your line names it ---------------------------------------------

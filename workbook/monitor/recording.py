@@ -269,6 +269,13 @@ class GradientNormRecorder(keras.callbacks.Callback):
         step = self._step
         if step is None:
             return
+        try:
+            self._read_step(step)
+        finally:
+            step.batch = None  # read or not, it goes: a fit that fails keeps no batch on the model
+
+    def _read_step(self, step):
+        """Record what the step's last call measured, if a record is due (and find the cut once)."""
         if step.calls == self._calls_armed:
             step.disarm()
             self._stop(_not_called())
@@ -291,7 +298,6 @@ class GradientNormRecorder(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self._step is not None:
             self._step.disarm()
-            self._step.batch = None  # the model keeps the step: it need not keep a batch too
             self._step = None
 
     def _find_cuts(self):
