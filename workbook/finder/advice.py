@@ -65,8 +65,11 @@ CHOICE_OPS = {"ArgMax", "ArgMin"}
 FOLLOW_LIMIT = 12
 
 
-def advise(op, hint):
-    """The sharpest hint for culprit ``op``: ``hint`` (its op type's or reason's) unless more is known."""
+def advise(op, hint, code=None):
+    """The sharpest hint for culprit ``op``: ``hint`` (its op type's or reason's) unless more is known.
+
+    ``code`` is the line of your code that made the op, when the finder found one.
+    """
     metric = _metric(op)
     if metric is not None:
         return _metric_hint(metric)

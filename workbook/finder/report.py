@@ -61,7 +61,7 @@ class Finding:
             file=file,
             line=line,
             code=code,
-            hint=advise(op, OP_HINTS.get(op.type, known.hint)) if known.op_hint else known.hint,
+            hint=advise(op, OP_HINTS.get(op.type, known.hint), code) if known.op_hint else known.hint,
             detail=known.detail.format(op=op.type, dtypes=dtypes, message=message),
             cuts=list(cuts),
             order=order,
