@@ -199,6 +199,28 @@ def test_start_here_shows_the_table_of_contents(session):
         assert not unknown, f"{START} links to notebooks that do not exist: {sorted(unknown)}"
 
 
+@pytest.mark.timeout(180, method="signal")
+def test_start_here_keeps_its_worked_answer_folded_after_run_all(session):
+    """Running a cell opens an output JupyterLab had collapsed: the answer folds itself, in its own output."""
+    with opened(session, START) as tab:
+        saved = run_everything(tab, timeout=150_000)
+        # As saved after Run All: JupyterLab has opened the outputs it had collapsed, or not;
+        # either way what the answer measured may only be shown inside a closed <details>.
+        answer = next(c for c in saved.cells if "A worked answer" in c.source)
+        collapsed = answer.metadata.get("jupyter", {}).get("outputs_hidden", False)
+        shown = [o for o in answer.outputs if not o.get("data", {}).get("text/html", "").startswith("<details>")]
+        assert collapsed or not shown, f"the worked answer is open after Run All: {shown}"
+        html = "".join(o.get("data", {}).get("text/html", "") for o in answer.outputs)
+        assert "cast to int32 and back" in html, "the worked answer shows nothing of what it measured"
+        summary = tab.panel.get_by_text("The measured answer (click to open)")
+        summary.scroll_into_view_if_needed()
+        measured = tab.panel.locator(".jp-OutputArea-output details pre").filter(has_text="tf.floor")
+        assert measured.count() == 1 and not measured.is_visible(), "the answer is open on the page"
+        tab.screenshot("00_answer_folded_after_run_all")
+        summary.click()
+        measured.wait_for(state="visible", timeout=30_000)  # one click opens it, as the markdown says
+
+
 def rendered_links(locator):
     """(text, file name) of every link inside `locator`, as JupyterLab rendered them."""
     links = locator.locator("a[href]").evaluate_all(
