@@ -358,15 +358,18 @@ class FakeHandle:
         self.bundles.append(format_display_data(shown)[0])
 
 
-@pytest.mark.parametrize("refresh_seconds, redraws", [(0.0, 1 + 4 + 1), (1000.0, 2), (float("inf"), 2)])
+@pytest.mark.parametrize("refresh_seconds, redraws", [(0.0, 1 + 4 + 1), (1000.0, 3), (float("inf"), 3)])
 def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(x_train, notebook, refresh_seconds, redraws):
+    """However long the wait between frames, the first record is drawn as it comes, before the end."""
     model = workbook.autoencoder(int_cast)
     monitor = workbook.GradientNormMonitor(every=1, live=True, refresh_seconds=refresh_seconds)
     with pytest.warns(UserWarning):
         model.fit(x_train, x_train, batch_size=64, callbacks=[monitor], verbose=0)
     image, caption = notebook  # shown once: one image, one caption
-    # First frame at on_train_begin, one per batch when unthrottled, one when fit ends.
+    # First frame at on_train_begin, then the first record, one per batch when unthrottled, one when fit ends.
     assert len(image.bundles) == len(caption.bundles) == redraws
+    assert "waiting for the first training step" in image.bundles[0]["text/plain"]
+    assert "Gradient norms at step 0:" in image.bundles[1]["text/plain"]
     assert image.bundles[-1]["image/png"] != image.bundles[0]["image/png"]
     assert "encoder: no gradient" in image.bundles[-1]["text/plain"]
     assert 'class="workbook-gradient-monitor"' in caption.bundles[-1]["text/html"]

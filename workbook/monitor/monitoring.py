@@ -156,12 +156,21 @@ class _LiveFigure:
         self.last_drawn = 0.0
         self.last_cost = 0.0  # seconds the last redraw took
         self.redraws = 0
+        self.drew_records = False  # whether a frame with records has been drawn
 
     def show(self, history, final=False):
+        """Draw ``history`` now, unless the last frame is too recent (the first record and the final frame always are).
+
+        The first record is drawn whatever the last frame cost: the frame before it (no data
+        yet) is the first thing matplotlib draws and can cost several times a later frame, and
+        throttling by that cost would leave a short fit with no frame between "waiting" and the end.
+        """
         started = time.monotonic()
         gap = max(self.refresh_seconds, 9 * self.last_cost) if self.refresh_seconds > 0 else 0.0
-        if self.image is not None and not final and started - self.last_drawn < gap:
+        first_record = len(history) > 0 and not self.drew_records
+        if self.image is not None and not final and not first_record and started - self.last_drawn < gap:
             return
+        self.drew_records = self.drew_records or len(history) > 0
         from IPython.display import display
 
         draw_gradient_norms(self.ax, history, title="Gradient norm per layer (live)")
