@@ -43,11 +43,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 START, ZOO, LAB = "00_start_here.ipynb", "02_surrogate_zoo.ipynb", "04_autoencoder_lab.ipynb"
 
-# Knobs turned further than notebook_runner does, per notebook. The live plot is
-# throttled by `refresh_seconds`; with a handful of reduced training steps, a fast
-# machine could finish between two allowed redraws. At 0 every recorded step is
-# drawn, so the number of in-place replacements no longer depends on the machine.
-BROWSER_PARAMETERS = {LAB: {"refresh_seconds": 0.0}}
+# Knobs set otherwise than notebook_runner does, per notebook. The live plot is redrawn at
+# 04's own default pace (checked below against its parameters cell): the test sees the
+# frames a student sees, fewer than one per step on any machine.
+BROWSER_PARAMETERS = {LAB: {"refresh_seconds": 0.5}}
 
 VIEWPORT = {"width": 1280, "height": 1000}
 NO_GRADIENT_RGB = (0xD5, 0x5E, 0x00)  # Okabe and Ito's vermillion, the colour of the no-gradient marker
@@ -60,6 +59,10 @@ def browser_notebook(path):
     """`path` with its parameters turned down, plus this module's own overrides."""
     notebook = reduced_notebook(path)
     extra = BROWSER_PARAMETERS.get(path.name, {})
+    cells = nbformat.read(path, as_version=4).cells
+    defaults = next(c.source for c in cells if "parameters" in c.metadata.get("tags", []))
+    for name, value in extra.items():
+        assert re.search(rf"^{name} = {value!r}\b", defaults, re.M), f"{path.name}'s default {name} is not {value!r}"
     if extra:
         injected = next(c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", []))
         injected.source += "".join(f"\n{name} = {value!r}" for name, value in extra.items())
@@ -390,9 +393,9 @@ def test_live_gradient_plot_updates_in_place(session):
         index, entry = monitored[0]  # the first training cell: the integer-cast bottleneck
         cell = tab.panel.locator(".jp-Notebook .jp-Cell").nth(index)
         replacements = entry["shown"] - 1
-        assert replacements >= 3, (
-            f"the live figure of cell {index} was drawn {entry['shown']} times; expected it to be "
-            f"replaced at least 3 times during training"
+        assert replacements >= 2, (
+            f"the live figure of cell {index} was drawn {entry['shown']} times; expected the 'waiting' frame, "
+            f"at least one frame during training, and the last one"
         )
         assert entry["most"] == 1, (
             f"cell {index} held up to {entry['most']} images at once: the live figure was appended, "
