@@ -142,8 +142,25 @@ def cached(path, key):
     return notebook if notebook.metadata.get("workbook_book", {}).get("key") == key else None
 
 
-def run_notebook(source, reduced, timeout_per_cell=900):
-    """Execute `source` in a fresh kernel in a clean process (tests/notebook_runner.py); (notebook, seconds)."""
+#: What jupyter_client says when a kernel did not start in time (a loaded machine): the run is tried once more.
+KERNEL_START_TIMEOUT = "Kernel didn't respond"
+
+
+def run_notebook(source, reduced, timeout_per_cell=900, attempts=2):
+    """Execute `source` in a fresh kernel in a clean process (tests/notebook_runner.py); (notebook, seconds).
+
+    A kernel that does not start in time is started once more; any other failure stops the build.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return _run_notebook_once(source, reduced, timeout_per_cell)
+        except RuntimeError as error:
+            if KERNEL_START_TIMEOUT not in str(error) or attempt == attempts:
+                raise
+            print(f"  {source.name}: the kernel did not start in time; starting it again", flush=True)
+
+
+def _run_notebook_once(source, reduced, timeout_per_cell):
     with tempfile.TemporaryDirectory(prefix="book-run-") as folder:
         given, executed, home = (pathlib.Path(folder, name) for name in ("given.ipynb", "executed.ipynb", "home"))
         home.mkdir()
@@ -334,8 +351,11 @@ def add_alt_text(notebook, title):
         if not images:
             continue
         own = str(images[0]["data"].get("text/plain", "")).strip()
+        drawn = png_description(images[0]["data"]["image/png"])
         if own and not _UNINFORMATIVE.match(own):
             words = own
+        elif drawn:  # what is drawn, from the figure's own text, then the point the notebook makes of it
+            words = f"{drawn}. {shorten(first_sentence(introduction(notebook, index)), 300)}"
         else:
             part, parts = cell.metadata.get("book_part", [1, 1])
             words = shorten(introduction(notebook, index), 400)  # the split parts share it
@@ -344,6 +364,41 @@ def add_alt_text(notebook, title):
         cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = f"{picture} in {title}: {words}"
         count += len(images)
     return count
+
+
+#: A path into an installed library or into the project, up to the part a reader can place:
+#: ".../site-packages/keras/src/..." reads "keras/src/...", the project's own files from its root.
+_LIBRARY_PREFIX = re.compile(r"(?:/[^\s\"'(\x1b]*/)?(?:site|dist)-packages/")
+
+
+def relative_paths(notebook):
+    """Tracebacks and printed text show paths relative to the library or the project, not the build machine's."""
+    project = f"{ROOT}/"
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["traceback"] = [_relative(line, project) for line in output["traceback"]]
+            elif output.get("output_type") == "stream":
+                output["text"] = _relative(output["text"], project)
+
+
+def _relative(text, project):
+    return _LIBRARY_PREFIX.sub("", text).replace(project, "")
+
+
+def png_description(data):
+    """The description a figure carries in its PNG (workbook.core.figures.figure_png writes it), or ''."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(data))) as png:
+        return png.text.get("Description", "").strip()
+
+
+def first_sentence(text):
+    return re.split(r"(?<=[.:?!])\s", text.strip(), maxsplit=1)[0]
 
 
 def widget_note(cell):
@@ -448,6 +503,7 @@ def prepare(chapter_list, executed, reduced, out=BUILD):
         widget_pictures(notebook)
         one_image_per_cell(notebook)
         absolute_links(notebook, chapter["shown"], files)
+        relative_paths(notebook)
         header = launch_buttons(chapter) + (
             f"\n\n:::{{note}}\n{STUDENT_VERSION_NOTE}\n:::" if chapter["graded"] else ""
         )
@@ -472,7 +528,20 @@ def render(out=BUILD):
     command = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q"]
     command += ["-d", str(out / "doctrees"), str(out / "source"), str(html)]
     subprocess.run(command, check=True, cwd=ROOT)
+    for page in html.glob("*.html"):
+        page.write_text(enlargeable_figures(page.read_text()))
     return html
+
+
+#: A notebook's figure on a page (Sphinx copies output images to _images/).
+_FIGURE = re.compile(r'<img ([^>]*?)src="(_images/[^"]+\.png)"([^>]*)>')
+
+
+def enlargeable_figures(page):
+    """Every figure is a link to itself at full size: on a phone, a tap opens a six-panel figure to read."""
+    return _FIGURE.sub(
+        r'<a class="book-enlarge" href="\2" title="Open the figure at full size"><img \1src="\2"\3></a>', page
+    )
 
 
 def site_size(html):

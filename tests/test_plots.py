@@ -353,3 +353,24 @@ def test_gradient_norms_of_one_batch_match_the_formula_and_say_none():
     cut.compile(optimizer="sgd", loss="mse")
     norms = gradient_norms(cut, x)
     assert norms[cut.layers[0].kernel.path] is None and norms[cut.layers[2].kernel.path] > 0
+
+
+def test_a_figure_png_records_its_smallest_text_and_what_it_draws():
+    """The book reads both from the PNG: the text size as shown on a phone, and the start of the alt text."""
+    import io
+
+    from PIL import Image
+
+    from workbook.core.figures import SMALLEST_TEXT_KEY, figure_png, new_figure
+
+    figure = new_figure(dpi=90)
+    figure.suptitle("Two views")
+    left, right = figure.subplots(1, 2)
+    left.plot([0, 1], label=r"$\mathrm{round}(x)$")
+    left.plot([1, 0], label="_hidden")
+    left.set(title="forward", xlabel="x", ylabel="f(x)")
+    right.plot([0, 1])
+    right.text(0.5, 0.5, "tiny", fontsize=8)  # 8 pt at 90 dpi: 10 px
+    with Image.open(io.BytesIO(figure_png(figure))) as png:
+        assert png.text[SMALLEST_TEXT_KEY] == "10.0"
+        assert png.text["Description"] == "Two views: 2 panels. forward, f(x) against x, curves round(x)"

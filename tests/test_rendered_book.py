@@ -247,12 +247,19 @@ def test_no_link_is_broken(site, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_figure_has_alt_text_that_says_what_it_shows(site, name):
+    """Alt text says what is drawn (the figure's own words, carried in its PNG) before the point it makes."""
+    from PIL import Image
+
     html = page(site, name)
     figures = [img for cell in html.select("div.cell_output") for img in cell.select("img")]
     alts = [img.get("alt", "") for img in figures]
     uninformative = [alt for alt in alts if len(alt.split()) < 8 or "<" in alt or "object" in alt]
     assert not uninformative, f"{name}: alt text that says nothing: {uninformative}"
     assert len(set(alts)) == len(alts), f"{name}: two figures share one alt text"
+    for img in figures:
+        with Image.open(site["html"] / img["src"]) as png:
+            drawn = png.text.get("Description", "")
+        assert drawn in img["alt"], f"{name}: the alt text {img['alt']!r} does not say what is drawn: {drawn!r}"
 
 
 # Colour-vision deficiencies simulated at full severity (Machado, Oliveira and Fernandes 2009,
@@ -471,3 +478,62 @@ def search(tab, address, screenshots):
 
 
 _HREFS = "links => links.map(a => a.href)"
+
+
+#: A phone's screen, in CSS pixels, and the least text height a figure may show there: inline,
+#: or once a tap has opened it at full size.
+PHONE = {"width": 390, "height": 844}
+LEAST_TEXT_INLINE, LEAST_TEXT_OPENED = 8.0, 10.0
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(600, method="signal")
+def test_every_chapter_reads_on_a_phone(site):
+    """At 390 x 844 no page is wider than the screen, and every figure's text reads, inline or a tap away."""
+    from browser_session import CHROMIUM_ARGS, find_browser, skip_requested
+    from playwright.sync_api import sync_playwright
+
+    if skip_requested():
+        pytest.skip("WORKBOOK_SKIP_BROWSER=1 is set: the browser test is skipped on purpose")
+    unreadable = []
+    with served(site["html"]) as address, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_browser(), args=CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+            for name in PAGE_IDS:
+                tab.goto(f"{address}{name}.html")
+                tab.wait_for_load_state("load")
+                # (a mobile browser widens window.innerWidth to the page; the screen is the root's clientWidth)
+                widths = tab.evaluate(_PAGE_AND_SCREEN)
+                assert widths[0] <= widths[1], f"{name}: the page is {widths[0]} px wide on a {widths[1]} px screen"
+                unreadable += [f"{name}: {problem}" for problem in _figure_text_problems(tab, site["html"])]
+        finally:
+            browser.close()
+    assert not unreadable, "\n".join(unreadable)
+
+
+_PAGE_AND_SCREEN = "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+
+
+def _figure_text_problems(tab, html):
+    """Each figure whose smallest text is below LEAST_TEXT_INLINE as shown and cannot be opened to read."""
+    from PIL import Image
+
+    from workbook.core.figures import SMALLEST_TEXT_KEY
+
+    found = []
+    shown = tab.locator("article img[src*='_images/']").evaluate_all(
+        """images => images.map(i => [i.getAttribute('src'), i.getBoundingClientRect().width, i.naturalWidth,
+            i.parentElement.matches('a.book-enlarge') ? i.parentElement.getAttribute('href') : null])"""
+    )
+    for source, width, natural, link in shown:
+        with Image.open(html / source) as png:
+            smallest = float(png.text.get(SMALLEST_TEXT_KEY, "nan"))  # nan: drawn by pyplot, size unknown
+        inline = smallest * width / natural
+        if inline >= LEAST_TEXT_INLINE:
+            continue
+        if link != source:
+            found.append(f"{source}: text {inline:.1f} px as shown, and no tap opens it")
+        elif smallest < LEAST_TEXT_OPENED:
+            found.append(f"{source}: text {smallest:.1f} px even at full size")
+    return found

@@ -5,11 +5,23 @@ autoencoder lab's gradient-norm figures (04_autoencoder_lab.ipynb).
 """
 
 import io
+import re
 
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["PngFigure", "new_figure", "figure_png", "in_notebook", "show_figure", "draw_gradient_norms", "decade_range"]
+__all__ = [
+    "PngFigure",
+    "new_figure",
+    "figure_png",
+    "smallest_text",
+    "describe_figure",
+    "SMALLEST_TEXT_KEY",
+    "in_notebook",
+    "show_figure",
+    "draw_gradient_norms",
+    "decade_range",
+]
 
 
 class PngFigure(Figure):
@@ -28,11 +40,62 @@ def new_figure(figsize=(7, 3.6), dpi=90):
     return figure
 
 
+#: The PNG text key under which :func:`figure_png` records the height of the smallest text, in pixels.
+SMALLEST_TEXT_KEY = "Smallest text (px)"
+
+
 def figure_png(figure, dpi=None):
-    """PNG bytes of ``figure`` (at its own dpi unless ``dpi`` is given)."""
+    """PNG bytes of ``figure`` (at its own dpi unless ``dpi`` is given).
+
+    The PNG records the size of its smallest text in pixels (``SMALLEST_TEXT_KEY``), so that
+    whoever shows it smaller (the book, on a phone) can tell whether it still reads.
+    """
+    dpi = dpi or figure.dpi
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi or "figure")
+    smallest = f"{smallest_text(figure) * dpi / 72:.1f}"
+    metadata = {SMALLEST_TEXT_KEY: smallest, "Description": describe_figure(figure)}
+    figure.savefig(buffer, format="png", dpi=dpi, metadata=metadata)
     return buffer.getvalue()
+
+
+def describe_figure(figure, limit=600):
+    """What ``figure`` shows, in words, from its own text: each panel's title, axes and labelled curves.
+
+    The book's alt text starts with it (what is drawn), and adds the point from the notebook's text.
+    """
+    drawn = [_describe_axes(ax) for ax in figure.get_axes() if ax.get_visible() and ax.has_data()]
+    title = figure.get_suptitle()
+    head = f"{title}: " if title else ""
+    if len(drawn) > 1:
+        head += f"{len(drawn)} panels. "
+    return (head + "; ".join(panel for panel in drawn if panel))[:limit].strip()
+
+
+def _describe_axes(ax):
+    parts = [ax.get_title()] if ax.get_title() else []
+    x, y = ax.get_xlabel(), ax.get_ylabel()
+    if x and y:
+        parts.append(f"{y} against {x}")
+    elif x or y:
+        parts.append(f"axis {x or y}")
+    labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+    if labels:
+        parts.append("curves " + ", ".join(dict.fromkeys(labels)))
+    return _plain(", ".join(parts))
+
+
+def _plain(text):
+    """Mathtext as words: $\\mathrm{round}(x)$ reads round(x)."""
+    text = re.sub(r"\\(?:mathrm|operatorname|text)\{([^}]*)\}", r"\1", text)
+    return re.sub(r"[$\\{}]", "", text)
+
+
+def smallest_text(figure):
+    """The font size in points of the smallest visible text drawn in ``figure`` (0 when it has none)."""
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes, default=0.0)
 
 
 def in_notebook():
