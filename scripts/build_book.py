@@ -352,8 +352,8 @@ def add_alt_text(notebook, title):
             continue
         own = str(images[0]["data"].get("text/plain", "")).strip()
         drawn = png_description(images[0]["data"]["image/png"])
-        if own and not _UNINFORMATIVE.match(own):
-            words = own
+        if own and not _UNINFORMATIVE.match(own):  # the live monitor's caption: what the last frame shows
+            words = f"{drawn}. {own}" if drawn else own
         elif drawn:  # what is drawn, from the figure's own text, then the point the notebook makes of it
             words = f"{drawn}. {shorten(first_sentence(introduction(notebook, index)), 300)}"
         else:
