@@ -120,7 +120,20 @@ SHADOW_PACKAGE = {
     "workbook/__init__.py": "from .verdicts import judge\n",
     "workbook/course/verdicts.py": "def judge(*args, **kwargs):\n    return {}\n",
 }
-HUGE_OUTPUT = 'print("x" * 50_000_000)  # one 50 MB line\n'
+# One 50 MB line, and 50 MB more through a display handle: updated from a thread while the
+# next cells run, and shown again under the same display id.
+HUGE_OUTPUT = """import threading, time
+from IPython.display import display
+handle = display("small", display_id=True)
+def flood():
+    for _ in range(10):
+        time.sleep(0.3)
+        handle.update("u" * 5_000_000)
+threading.Thread(target=flood, daemon=True).start()
+for _ in range(3):
+    display("d" * 5_000_000, display_id=handle.display_id)
+print("x" * 50_000_000)  # one 50 MB line
+"""
 
 # Take the answers from wherever the grader might keep them: every module of the installed
 # workbook, and the course folder's answer key (aimed at this run's own).
@@ -541,6 +554,33 @@ def test_output_is_capped_in_bytes_and_the_checksum_warnings_name_only_edited_ch
     changed = {s: re.findall(r"Attribute 'checksum' for cell (\w+) has changed", log_of(hub, s)) for s in STUDENTS}
     assert changed["reference"] == changed["untouched"] == []
     assert sorted(changed["half_right"]) == ["b_fix", "colleague", "parameters"]  # what that student wrote over
+
+
+def test_display_updates_count_against_the_cell_running_when_they_arrive():
+    """nbclient writes a display update into earlier outputs, outside ``output``: it is capped all the same."""
+    pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
+    from workbook.course.autograde import GuardedExecute
+
+    executor = GuardedExecute(max_output_bytes=100_000)
+    executor.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(str(i)) for i in range(3)])
+    executor.reset_execution_trackers()
+    executor._output_bytes, executor.clear_before_next_output = {}, False  # as preprocess and a cell set them
+
+    def message(kind, text):
+        content = {"data": {"text/plain": text}, "metadata": {}, "transient": {"display_id": "flood"}}
+        return {"msg_type": kind, "header": {"msg_type": kind}, "parent_header": {}, "content": content}
+
+    first = executor.nb.cells[0]
+    executor.process_message(message("display_data", "small"), first, 0)
+    for cell_index in (1, 2):  # updates from a thread while the next cells run, and the same id shown again
+        cell = executor.nb.cells[cell_index]
+        executor.process_message(message("update_display_data", "u" * 10_000), cell, cell_index)
+        executor.process_message(message("update_display_data", "U" * 5_000_000), cell, cell_index)
+        executor.process_message(message("display_data", "D" * 5_000_000), cell, cell_index)
+    size = len(nbformat.writes(executor.nb))
+    assert size < 100_000, size  # without the cap, every output with that id held 5 MB
+    assert first.outputs[0]["data"]["text/plain"] == "u" * 10_000  # an update within the cap still arrives
+    assert all("output dropped" in "".join(o.get("text", "") for o in c.outputs) for c in executor.nb.cells[1:])
 
 
 def test_cell_limits_budget_and_target_are_the_ones_the_assignment_promises():

@@ -190,15 +190,36 @@ class GuardedExecute(Execute):
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep at most ``max_output_bytes`` of a cell's output; say once that the rest was dropped."""
-        size = len(repr(msg.get("content", "")))
-        used = self._output_bytes.get(cell_index, 0)
-        self._output_bytes[cell_index] = used + size
-        if used + size <= self.max_output_bytes:
+        if display_id or self._charge(msg, cell_index):  # a display id's message was charged on arrival
             return super().output(outs, msg, display_id, cell_index)
-        if used <= self.max_output_bytes:
+        self._say_dropped(outs, msg, cell_index)
+        return None
+
+    def process_message(self, msg, cell, cell_index):
+        """A message with a display id counts against the cell running when it arrives; past the cap it is dropped.
+
+        nbclient writes such a message into every earlier output with that id, in any cell, before
+        (and besides) :meth:`output`: without this, a handle updated from a thread, or shown again
+        under one id, put any number of bytes into the graded notebook.
+        """
+        transient = msg.get("content", {}).get("transient") or {}
+        kinds = ("display_data", "update_display_data", "execute_result")
+        if msg.get("msg_type") in kinds and transient.get("display_id") and not self._charge(msg, cell_index):
+            self._say_dropped(cell.outputs, msg, cell_index)
+            return None
+        return super().process_message(msg, cell, cell_index)
+
+    def _say_dropped(self, outs, msg, cell_index):
+        """The notice that output was dropped, once per cell: when ``msg`` is the one that went past the cap."""
+        if self._output_bytes[cell_index] - len(repr(msg.get("content", ""))) <= self.max_output_bytes:
             notice = f"... output dropped: a cell may show at most {self.max_output_bytes:,} bytes ...\n"
             outs.append(NotebookNode(output_type="stream", name="stdout", text=notice))
-        return None
+
+    def _charge(self, msg, cell_index):
+        """Count ``msg``'s bytes against cell ``cell_index``; True while the cell is within ``max_output_bytes``."""
+        used = self._output_bytes.get(cell_index, 0) + len(repr(msg.get("content", "")))
+        self._output_bytes[cell_index] = used
+        return used <= self.max_output_bytes
 
     def _recover(self, cell, index, failure):
         """Mark the cell, start a new kernel and run the cells before it again."""
