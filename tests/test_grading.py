@@ -17,6 +17,7 @@ honest work, and the honest students graded beside it keep their grades.
 import csv
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -847,6 +848,40 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 3; touch {marker}"])
     time.sleep(4)
     assert not marker.exists() and not (ROOT / "workbook" / "zz.py").exists()
     assert (course / "gradebook.db").read_text() == "grades"
+
+
+def test_the_sandbox_shows_no_other_course_or_box_and_bounds_its_temporary_folders(tmp_path, monkeypatch):
+    """Another course's submissions and the classmate's box, outside every temporary folder: not there at all."""
+    import tempfile
+
+    from workbook.course.sandbox import TMPFS_BYTES, Box
+
+    (ROOT / "build").mkdir(exist_ok=True)
+    outside = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-test-", dir=ROOT / "build"))  # not a temporary folder
+    try:
+        other_course = outside / "other-course" / "submitted" / "ann"
+        other_course.mkdir(parents=True)
+        (other_course / "answers.ipynb").write_text("{}")
+        monkeypatch.setattr(tempfile, "tempdir", str(outside))  # the classmate's box, where the grader's TMPDIR is
+        classmate = Box()
+        (classmate.work / "recorded.npz").write_text("weights")
+        monkeypatch.undo()
+        script = f"""
+import os
+for path in ({str(other_course)!r}, {str(classmate.work)!r}, {str(ROOT / "course")!r}, os.path.expanduser("~")):
+    print(os.path.exists(path))
+try:
+    open("/dev/shm/filler", "wb").write(b"x" * {TMPFS_BYTES["/dev/shm"] + 2**20})
+    print("filled")
+except OSError as error:
+    print(error.strerror)
+"""
+        result = run_sandboxed(tmp_path, script)
+        classmate.remove()
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["False"] * 3 + ["True", "No space left on device"], result.stdout
 
 
 # --- the answer key stays with the grader ------------------------------------------------

@@ -4,10 +4,13 @@ Introduced in course/README.md and used by :class:`workbook.course.autograde.Gua
 needs jupyter_client (nbgrader's), which nothing a notebook imports needs. Each kernel
 runs under bubblewrap (``bwrap``, Debian's ``bubblewrap``) in namespaces of its own:
 
-- **files**: the whole machine read-only, with the course folder, the exchange, the
-  grader's home and every temporary folder hidden behind empty ones; the only folder it
-  can write is its own box (a working folder, a home, the kernel's sockets), which
-  holds nothing but what the grader put there for this submission;
+- **files**: only what a kernel needs, read-only: the system's programs, libraries and
+  settings (``/usr``, ``/etc``, ...), this Python and the workbook package. Nothing else of the
+  machine exists in its view: no home, no course (this one or another), no exchange, no
+  other submission's box. Its temporary folders are small memory-backed ones of its own
+  (``TMPFS_BYTES``), and the only folder of the machine it can write is its own box (a
+  working folder, a home, the kernel's sockets), which holds nothing but what the grader
+  put there for this submission;
 - **processes**: a PID namespace of its own, so that every process it starts (``setsid``
   or not) is killed with it, when the grader stops its kernel or the grader itself dies;
 - **network**: none (the kernel talks to the grader through Unix sockets in its box);
@@ -40,8 +43,12 @@ SANDBOX_HELP = (
     "`apt-get install bubblewrap`), or see course/README.md for a hub."
 )
 
-# Folders a kernel never needs and must not read: other users' and the grader's scratch space.
-_ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+#: The kernel's own temporary folders (the machine's stay hidden): empty, in memory, and no larger
+#: than this (bytes), so that a kernel cannot hold memory no process owns, or fill the machine,
+#: while a classmate is graded.
+TMPFS_BYTES = {"/tmp": 256 * 2**20, "/var/tmp": 64 * 2**20, "/dev/shm": 64 * 2**20, "/run": 2**20}
+#: The machine's folders a kernel sees (read-only): programs, libraries, settings, devices' facts.
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 
 
 def sandbox_problem():
@@ -106,7 +113,7 @@ def sandbox_command(box, command, hidden=(), user_env=None):
     prefix = []
     if box.uid is not None:
         prefix = ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups", "--"]
-    arguments = [*prefix, "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    arguments = [*prefix, "bwrap", *_visible(), "--dev", "/dev", "--proc", "/proc"]
     arguments += _hiding(hidden)
     arguments += ["--bind", str(box.root), str(box.root)]
     arguments += [
@@ -127,14 +134,34 @@ def sandbox_command(box, command, hidden=(), user_env=None):
     return [*arguments, "--", "sh", "-c", 'exec "$@" >/dev/null 2>&1', "sh", *command]
 
 
-def _hiding(hidden):
-    """bwrap's arguments that empty each hidden folder (and make the ones asked for read-only)."""
+def _visible():
+    """bwrap's arguments that show the kernel the system, this Python and the workbook, read-only, and nothing else."""
     arguments = []
-    for folder in sorted({*_ALWAYS_HIDDEN, *map(str, hidden)}):
-        if os.path.isdir(folder) and not _holds_the_python(folder):
-            arguments += ["--tmpfs", folder]
-            if folder not in _ALWAYS_HIDDEN:  # empty and read-only; the temporary folders stay writable
-                arguments += ["--remount-ro", folder]
+    for folder in _SYSTEM:
+        if os.path.islink(folder):  # /bin -> usr/bin on a merged /usr
+            arguments += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            arguments += ["--ro-bind", folder, folder]
+    for folder in sorted(_python_folders()):
+        arguments += ["--ro-bind", folder, folder]
+    return arguments
+
+
+def _python_folders():
+    """The folders this Python and the workbook live in (a virtual environment's, the Python it was made from)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folders = {os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, package)}
+    return {folder for folder in folders if not any(folder.startswith(other + os.sep) for other in folders)}
+
+
+def _hiding(hidden):
+    """bwrap's arguments that give the kernel its own small temporary folders, and empty each hidden folder."""
+    arguments = []
+    for folder in sorted(TMPFS_BYTES):
+        arguments += ["--size", str(TMPFS_BYTES[folder]), "--tmpfs", folder]
+    for folder in sorted(set(map(str, hidden)) - set(TMPFS_BYTES)):
+        if os.path.isdir(folder) and not _holds_the_python(folder):  # empty and read-only
+            arguments += ["--tmpfs", folder, "--remount-ro", folder]
     return arguments
 
 
