@@ -23,7 +23,7 @@ from keras import ops
 
 from workbook.core.arguments import is_number, refuse
 from workbook.core.gradients import value_and_gradient
-from workbook.surrogates.formulas import CATALOG_FORMULAS, function_formula, render
+from workbook.surrogates.formulas import FLOOR, SIGN, STEP, function_formula, render, times
 from workbook.surrogates.operation import SurrogateOperation
 
 __all__ = ["surrogate", "straight_through", "SURROGATES", "SurrogateGradient", "Param", "smooth_floor"]
@@ -41,6 +41,7 @@ class Param:
     high: float
     integer: bool = False
     low_inclusive: bool = False
+    slider: tuple | None = None  # (low, high, step): the part of the allowed values worth sliding through
 
     def allowed(self):
         opening = "[" if self.low_inclusive else "("
@@ -382,9 +383,14 @@ _BENGIO = (
 )
 
 
-def _entry(name, doc, forward, derivative, reference, **spec):
+def _entry(name, doc, forward, derivative, reference, formulas, **spec):
+    """One catalog entry, registered in one call: its functions, source, formulas and parameters.
+
+    ``formulas`` is (the derivative's LaTeX, the forward's), each a string or a function of
+    the parameters; a :class:`Param` carries the values allowed and the explorer's slider.
+    """
     doc = f"{doc}\n\n    Source: {reference}.\n    Introduced in 02_surrogate_zoo.ipynb."
-    formula, forward_formula = CATALOG_FORMULAS[name]
+    formula, forward_formula = formulas
     return name, SurrogateGradient(
         forward,
         derivative,
@@ -405,6 +411,7 @@ SURROGATES = dict(
             _sign,
             _ones_like,
             _BENGIO,
+            formulas=("$1$", SIGN),
         ),
         _entry(
             "sign_clipped_ste",
@@ -412,7 +419,8 @@ SURROGATES = dict(
             _sign,
             _clipped_ones,
             "Courbariaux, Hubara et al. (2016), Binarized Neural Networks, arXiv:1602.02830",
-            clip=Param(1.0, 0.0, 100.0),
+            formulas=(lambda p: rf"$[\,|x| \leq {p['clip']:g}\,]$", SIGN),
+            clip=Param(1.0, 0.0, 100.0, slider=(0.1, 3.0, 0.1)),
         ),
         _entry(
             "sign_approx",
@@ -420,6 +428,7 @@ SURROGATES = dict(
             _sign,
             _approx_sign_derivative,
             "Liu et al. (2018), Bi-Real Net, ECCV, arXiv:1808.00278",
+            formulas=(r"$(2 - 2|x|)\,[\,|x| \leq 1\,]$", SIGN),
         ),
         _entry(
             "sign_swish",
@@ -427,7 +436,14 @@ SURROGATES = dict(
             _sign,
             _swish_sign_derivative,
             "Darabi et al. (2018), BNN+: Improved binary network training, arXiv:1812.11800",
-            beta=Param(5.0, 0.0, 100.0),
+            formulas=(
+                lambda p: (
+                    rf"$\dfrac{{{p['beta']:g}\,(2 - {p['beta']:g}x\,\tanh({p['beta']:g}x/2))}}"
+                    rf"{{1 + \cosh({p['beta']:g}x)}}$"
+                ),
+                SIGN,
+            ),
+            beta=Param(5.0, 0.0, 100.0, slider=(0.5, 20.0, 0.5)),
         ),
         _entry(
             "step_fast_sigmoid",
@@ -435,7 +451,8 @@ SURROGATES = dict(
             _heaviside,
             _fast_sigmoid_derivative,
             "Zenke & Ganguli (2018), SuperSpike, Neural Computation 30(6)",
-            slope=Param(25.0, 0.0, 1000.0),
+            formulas=(lambda p: rf"$\dfrac{{1}}{{(1 + {p['slope']:g}|x|)^2}}$", STEP),
+            slope=Param(25.0, 0.0, 1000.0, slider=(1.0, 100.0, 1.0)),
         ),
         _entry(
             "step_sigmoid",
@@ -444,7 +461,8 @@ SURROGATES = dict(
             _sigmoid_derivative,
             "Neftci, Mostafa & Zenke (2019), Surrogate gradient learning in spiking neural "
             "networks, IEEE Signal Processing Magazine 36(6)",
-            slope=Param(25.0, 0.0, 1000.0),
+            formulas=(lambda p: rf"${p['slope']:g}\,\sigma({p['slope']:g}x)\,(1 - \sigma({p['slope']:g}x))$", STEP),
+            slope=Param(25.0, 0.0, 1000.0, slider=(1.0, 100.0, 1.0)),
         ),
         _entry(
             "step_atan",
@@ -453,7 +471,8 @@ SURROGATES = dict(
             _atan_derivative,
             "Fang et al. (2021), Incorporating learnable membrane time constant to enhance "
             "learning of spiking neural networks, ICCV; the ATan surrogate of SpikingJelly",
-            alpha=Param(2.0, 0.0, 100.0),
+            formulas=(lambda p: rf"$\dfrac{{{p['alpha'] / 2:g}}}{{1 + ({times(p['alpha'] / 2)}\pi x)^2}}$", STEP),
+            alpha=Param(2.0, 0.0, 100.0, slider=(0.5, 10.0, 0.5)),
         ),
         _entry(
             "round_ste",
@@ -461,8 +480,16 @@ SURROGATES = dict(
             _round,
             _ones_like,
             _BENGIO,
+            formulas=("$1$", r"$\mathrm{round}(x)$"),
         ),
-        _entry("floor_ste", "floor(x); derivative 1.", _floor, _ones_like, _BENGIO),
+        _entry(
+            "floor_ste",
+            "floor(x); derivative 1.",
+            _floor,
+            _ones_like,
+            _BENGIO,
+            formulas=("$1$", FLOOR),
+        ),
         _entry(
             "floor_smooth",
             "floor(x); derivative that of the smooth floor a(...a(x)) - 0.5 (a nested depth\n"
@@ -471,7 +498,14 @@ SURROGATES = dict(
             _smooth_floor_derivative,
             "the smooth staircase obtained by iterating a(x) = x + sin(2 pi x) / (2 pi), whose "
             "fixed points at half-integers attract",
-            depth=Param(3, 1, 10, integer=True, low_inclusive=True),
+            formulas=(
+                lambda p: (
+                    rf"$\dfrac{{d}}{{dx}}\,a^{{{p['depth']}}}(x),\ "
+                    r"a(x) = x + \dfrac{\sin 2\pi x}{2\pi}$"
+                ),
+                FLOOR,
+            ),
+            depth=Param(3, 1, 10, integer=True, low_inclusive=True, slider=(1, 6, 1)),
         ),
         _entry(
             "sigmoid_identity",
@@ -479,6 +513,7 @@ SURROGATES = dict(
             _sigmoid,
             _ones_like,
             _BENGIO,
+            formulas=("$1$", r"$\sigma(x)$"),
         ),
         _entry(
             "cast_int_ste",
@@ -487,7 +522,13 @@ SURROGATES = dict(
             _cast_int,
             _ones_like,
             _BENGIO,
-            scale=Param(1.0, 0.0, 1e6),
+            formulas=(
+                "$1$",
+                lambda p: (
+                    r"$\mathrm{int}(x)$" if p["scale"] == 1 else rf"$\mathrm{{trunc}}({p['scale']:g}x)/{p['scale']:g}$"
+                ),
+            ),
+            scale=Param(1.0, 0.0, 1e6, slider=(1.0, 16.0, 1.0)),
         ),
     ]
 )

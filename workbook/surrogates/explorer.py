@@ -3,7 +3,7 @@
 Introduced in 02_surrogate_zoo.ipynb. The plot is an ``ipywidgets.Image`` whose PNG
 bytes are replaced on every change, so it updates in place without flicker; building
 the explorer displays nothing and never blocks, with or without a browser attached.
-The slider ranges live here: the catalog itself only knows which values are allowed.
+Each catalog entry's parameters say their slider's range (``Param.slider``).
 """
 
 import html
@@ -15,17 +15,6 @@ from workbook.surrogates.derivatives import check_grid
 from workbook.surrogates.plots import figure_png, plot_derivatives
 
 __all__ = ["explore_surrogates", "SurrogateExplorer"]
-
-# (catalog key, parameter) -> (low, high, step): the part of the allowed values worth sliding through
-SLIDER_RANGES = {
-    ("sign_clipped_ste", "clip"): (0.1, 3.0, 0.1),
-    ("sign_swish", "beta"): (0.5, 20.0, 0.5),
-    ("step_fast_sigmoid", "slope"): (1.0, 100.0, 1.0),
-    ("step_sigmoid", "slope"): (1.0, 100.0, 1.0),
-    ("step_atan", "alpha"): (0.5, 10.0, 0.5),
-    ("floor_smooth", "depth"): (1, 6, 1),
-    ("cast_int_ste", "scale"): (1.0, 16.0, 1.0),
-}
 
 
 def explore_surrogates(custom=None, x_range=(-2, 2), n_points=401, start=None):
@@ -107,18 +96,16 @@ class SurrogateExplorer(widgets.VBox):
 
     def _rebuild_sliders(self, *_):
         entry = self.entries[self.dropdown.value]
-        self.sliders = {
-            name: _slider(name, spec, entry.params[name], SLIDER_RANGES.get((entry.name, name)))
-            for name, spec in entry.param_specs.items()
-        }
+        self.sliders = {name: _slider(name, spec, entry.params[name]) for name, spec in entry.param_specs.items()}
         for slider in self.sliders.values():
             slider.observe(self.redraw, names="value")
         self.slider_box.children = tuple(self.sliders.values())
         self.redraw()
 
 
-def _slider(name, spec, value, slider_range=None):
-    """A slider for one parameter; without a range of its own, from its bounds and a tenth of its default."""
+def _slider(name, spec, value):
+    """A slider for one parameter: its Param's ``slider``, else from its bounds and a tenth of its default."""
+    slider_range = spec.slider
     if slider_range is None:
         first = spec.low if spec.low_inclusive else spec.default / 10
         slider_range = (first, spec.high, spec.default / 10)
