@@ -75,6 +75,7 @@ def corpus_section():
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
     import finder_corpus
     import finder_fix_corpus
+    import finder_fix_corpus_deep  # noqa: F401  (its cases join finder_fix_corpus.CASES)
 
     first = []
     for builder in finder_corpus.CASES:
@@ -85,7 +86,7 @@ def corpus_section():
         built = builder()
         fixes.append((builder.__name__, (built.broken, built.example), built.options))
     return _timings_line("public corpus (tests/finder_corpus.py)", first) + _timings_line(
-        "cases the advice is checked on (tests/finder_fix_corpus.py)", fixes
+        "cases the advice is checked on (tests/finder_fix_corpus.py and finder_fix_corpus_deep.py)", fixes
     )
 
 

@@ -26,6 +26,7 @@ X = RNG.normal(size=(4, 3)).astype("float32")
 SEQUENCES = RNG.normal(size=(4, 5, 3)).astype("float32")
 TARGETS = RNG.normal(size=(4, 1)).astype("float32")
 LABELS = np.array([0, 2, 1, 2], dtype="int32")
+IMAGES = np.random.default_rng(1).uniform(size=(4, 2, 2, 3)).astype("float32")  # RGB in [0, 1], 2x2 pixels
 
 AUTODIFF = "https://www.tensorflow.org/guide/autodiff"
 ADVANCED = "https://www.tensorflow.org/guide/advanced_autodiff"
@@ -586,6 +587,113 @@ def unique_inside_tf_function():
         return values * 2.0
 
     return distinct, X
+
+
+# tensorflow/tensorflow#126083: adjust_saturation has no registered gradient; beside a skip connection
+# the gradient has another way, yet tape.gradient (and fit) raise LookupError.
+@case("https://github.com/tensorflow/tensorflow/issues/126083")
+def saturation_beside_a_skip_connection():
+    def saturated(t):
+        image = ops.reshape(ops.sigmoid(t), (-1, 1, 1, 3))
+        vivid = tf.image.adjust_saturation(image, 2.0)  # culprit: AdjustSaturation no_gradient_registered
+        return t + ops.reshape(vivid, (-1, 3))
+
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(3), keras.layers.Lambda(saturated), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model, (X, TARGETS)
+
+
+# tensorflow/tensorflow#32964: tf.py_function differentiates only the TensorFlow ops of its function;
+# here the function goes through .numpy(), inside a layer.
+@case("https://github.com/tensorflow/tensorflow/issues/32964")
+def py_function_through_numpy_in_a_layer():
+    class Doubling(keras.layers.Layer):
+        def call(self, x):
+            def twice(a):
+                return tf.constant(a.numpy() * 2.0)
+
+            doubled = tf.py_function(twice, [x], tf.float32)  # culprit: EagerPyFunc untraceable
+            doubled.set_shape(x.shape)
+            return doubled
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3), Doubling(), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    return model, (X, TARGETS)
+
+
+# tensorflow/tensorflow#36306: a variable used inside Dataset.reduce gets the gradient None.
+@case("https://github.com/tensorflow/tensorflow/issues/36306")
+def variable_inside_dataset_reduce():
+    class Spread(keras.layers.Layer):
+        def build(self, input_shape):
+            self.u = self.add_weight(shape=(input_shape[-1],), name="u")
+
+        def call(self, x):
+            steps = tf.data.Dataset.range(3).map(lambda i: tf.cast(i, tf.float32))
+
+            def spread(total, y):
+                return total + (y - self.u) ** 2
+
+            total = steps.reduce(tf.zeros_like(self.u), spread)  # culprit: ReduceDataset no_gradient
+            return x * total
+
+    return Spread(), X
+
+
+# tensorflow/tensorflow#54214: tf.sparse.reduce_max defines no gradient; from_dense only builds the indices.
+@case("https://github.com/tensorflow/tensorflow/issues/54214")
+def sparse_reduce_max_of_a_dense_tensor():
+    def row_max(x):
+        sparse = tf.sparse.from_dense(tf.nn.relu(x))
+        return tf.sparse.reduce_max(sparse, axis=1)  # culprit: SparseReduceMax no_gradient_registered
+
+    return row_max, X
+
+
+# keras-team/tf-keras#826: a Dense's output made integer inside a functional model for a categorical
+# layer; here the cast is inside keras.layers.Hashing, which the model calls for you.
+@case("https://github.com/keras-team/tf-keras/issues/826")
+def hashing_a_dense_output():
+    inputs = keras.Input((3,))
+    hidden = keras.layers.Dense(3)(inputs)
+    buckets = keras.layers.Hashing(num_bins=4)(hidden)  # culprit: Cast integer_output
+    model = keras.Model(inputs, keras.layers.Dense(1)(ops.cast(buckets, "float32")))
+    model.compile(optimizer="adam", loss="mse")
+    return model, (X, TARGETS)
+
+
+# The CategoryEncoding documentation: "It accepts integer values as inputs"; fed a Dense's output, it casts.
+@case("https://keras.io/api/layers/preprocessing_layers/categorical/category_encoding/")
+def category_encoding_of_a_dense_output():
+    model = keras.Sequential(
+        [
+            keras.Input((3,)),
+            keras.layers.Dense(3, activation="sigmoid"),
+            keras.layers.CategoryEncoding(num_tokens=4, output_mode="multi_hot"),  # culprit: Cast integer_output
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model, (X, TARGETS)
+
+
+# tensorflow/tensorflow#62145: an augmentation layer (RandomContrast) placed after a Conv2D in the model;
+# here RandomSaturation, whose HSV round trip passes no gradient back to the convolution.
+@case("https://github.com/tensorflow/tensorflow/issues/62145")
+def random_saturation_after_a_convolution():
+    model = keras.Sequential(
+        [
+            keras.Input((2, 2, 3)),
+            keras.layers.Conv2D(3, 1, activation="sigmoid"),
+            keras.layers.RandomSaturation(0.5),  # culprit: HSVToRGB no_gradient
+            keras.layers.Flatten(),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model, (IMAGES, TARGETS)
 
 
 # ------------------------------------------------------- clean look-alikes --

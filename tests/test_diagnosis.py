@@ -366,11 +366,106 @@ def test_a_discretization_after_a_dense_is_a_finding_never_ok(mode):
     assert tape.gradient(loss, model.layers[0].kernel) is None
     report = workbook.find_gradient_breaks(model, (x, np.ones((4, 1), "float32")))
     assert not report.ok and "ok:" not in str(report), str(report)
-    # Keras 3.8 casts the layer's input to an integer first; later versions bucketize the floats.
-    assert report.culprit.op_type in ("Bucketize", "Cast") and report.culprit.where.startswith("(inside layer "), str(
-        report
-    )
+    # Keras 3.8 casts the layer's input to an integer first, outside the layer's name scope (so only the
+    # model is known); later versions bucketize the floats inside the layer.
+    assert report.culprit.op_type in ("Bucketize", "Cast"), str(report)
+    if report.culprit.op_type == "Cast":
+        assert report.culprit.where.startswith("(inside layer "), str(report)
+    else:  # Sequential calls the layer for you: the line named is the one that makes it (name="bins")
+        lines, start = inspect.getsourcelines(test_a_discretization_after_a_dense_is_a_finding_never_ok)
+        made = start + next(i for i, text in enumerate(lines) if "keras.layers.Discretization(" in text)
+        assert (report.culprit.line, report.culprit.layer) == (made, "bins"), str(report)
+        assert report.culprit.where == f"test_diagnosis.py:{made} (layer bins)", str(report)
     assert report.layers_without_gradient == ["dense_before"]
+
+
+def encoding_report(encoding):
+    """The report for a Sequential model whose CategoryEncoding ``encoding`` follows a Dense (it casts to integers)."""
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(2, activation="sigmoid"), encoding, keras.layers.Dense(1)]
+    )
+    model.compile(loss="mse")
+    report = workbook.find_gradient_breaks(model, (EXAMPLE, np.ones((4, 1), "float32")))
+    assert report.culprit.op_type == "Cast" and report.culprit.layer == encoding.name, str(report)
+    return report
+
+
+def test_the_line_that_made_a_layer_is_the_one_whose_arguments_agree():
+    """Two CategoryEncoding calls of yours with other arguments: each layer is named at its own line."""
+    lines, start = inspect.getsourcelines(test_the_line_that_made_a_layer_is_the_one_whose_arguments_agree)
+    made = [start + i for i, text in enumerate(lines) if text.lstrip().startswith(("few =", "many ="))]
+    few = keras.layers.CategoryEncoding(num_tokens=5, output_mode="one_hot")
+    many = keras.layers.CategoryEncoding(num_tokens=6, output_mode="count")
+    assert [encoding_report(encoding).culprit.line for encoding in (few, many)] == made
+
+
+def test_a_layer_two_lines_of_yours_could_have_made_keeps_inside_layer():
+    """Two calls with the same arguments: which one made the layer cannot be told, so no line is named."""
+    first = keras.layers.CategoryEncoding(num_tokens=7)
+    second = keras.layers.CategoryEncoding(num_tokens=7)
+    for encoding in (first, second):
+        report = encoding_report(encoding)
+        assert report.culprit.file is None and report.culprit.where == f"(inside layer {encoding.name})", str(report)
+
+
+def test_an_op_that_makes_the_tape_raise_comes_first_and_cuts_every_source():
+    """A Floor earlier on the way, an AdjustSaturation beside a skip: TensorFlow's tape raises LookupError for both
+    inputs, so the AdjustSaturation is the culprit and no source is left flowing."""
+
+    def floor_a_saturate_b(a, b):
+        image = tf.reshape(tf.sigmoid(b), (-1, 1, 1, 3))
+        return tf.floor(a) + b + tf.reshape(tf.image.adjust_saturation(image, 2.0), (-1, 3))
+
+    a, b = tf.constant(EXAMPLE), tf.constant(EXAMPLE)
+    with tf.GradientTape() as tape:
+        tape.watch([a, b])
+        value = floor_a_saturate_b(a, b)
+    with pytest.raises(LookupError):
+        tape.gradient(value, [a, b])
+    report = workbook.find_gradient_breaks(floor_a_saturate_b, (EXAMPLE, EXAMPLE))
+    assert [f.op_type for f in report.findings] == ["AdjustSaturation", "Floor"], str(report)
+    assert report.culprit.cuts == ["a (input)", "b (input)"] and "raises LookupError" in report.culprit.detail
+    assert [s.static for s in report.sources] == ["cut", "cut"], str(report)
+
+
+def test_behind_another_break_an_op_with_no_gradient_registered_does_not_raise():
+    """round(adjust_saturation(x)) + x: the tape never asks AdjustSaturation for a gradient (Round passes none)."""
+
+    def rounded_saturation(x):
+        image = tf.reshape(tf.sigmoid(x), (-1, 1, 1, 3))
+        return tf.round(tf.reshape(tf.image.adjust_saturation(image, 2.0), (-1, 3))) + x
+
+    x = tf.constant(EXAMPLE)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        value = rounded_saturation(x)
+    assert tape.gradient(value, x) is not None  # no LookupError: the skip connection's gradient arrives
+    report = workbook.find_gradient_breaks(rounded_saturation, EXAMPLE)
+    assert report.ok, str(report)
+    assert {note.op_type for note in report.notes} >= {"Round", "AdjustSaturation"}, str(report)
+
+
+def test_the_indices_of_a_sparse_tensor_are_not_culprits():
+    """from_dense builds its indices with NotEqual and Where: they only say where the values are."""
+    report = workbook.find_gradient_breaks(*finder_corpus.sparse_reduce_max_of_a_dense_tensor())
+    assert [f.op_type for f in report.findings] == ["SparseReduceMax"], str(report)
+    assert "NotEqual" in {note.op_type for note in report.notes}, str(report)
+
+
+def test_a_py_function_that_goes_through_numpy_is_named_where_the_tape_gets_a_zero():
+    """No model behind it: TensorFlow's tape gets a scalar 0 for x in place of a gradient; the finder names the op."""
+
+    def doubled(x):
+        return tf.py_function(lambda a: tf.constant(a.numpy() * 2.0), [x], tf.float32)
+
+    x = tf.constant(EXAMPLE)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        value = doubled(x)
+    assert tape.gradient(value, x).shape == ()  # a stand-in 0, not a gradient shaped like x
+    report = workbook.find_gradient_breaks(doubled, EXAMPLE)
+    assert [(f.op_type, f.reason) for f in report.findings] == [("EagerPyFunc", "untraceable")], str(report)
+    assert report.culprit.code.startswith("return tf.py_function(") and ".numpy()" in report.culprit.detail
 
 
 class StopsRecording(keras.Model):

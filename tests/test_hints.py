@@ -6,6 +6,9 @@ flows, while it did not before. The forward pass is checked too where the fix
 promises to keep it.
 """
 
+import importlib.util
+import re
+
 import gradient_killers
 import keras
 import numpy as np
@@ -15,6 +18,7 @@ from keras import ops
 
 import workbook
 from workbook.core.gradients import value_and_gradient
+from workbook.finder.advice import HONEST, advise_cause, advise_untraceable
 from workbook.finder.hints import CAUSES, OP_HINTS, REASONS
 
 X = tf.constant(np.random.default_rng(0).normal(size=(4, 3)).astype("float32") * 2.0)
@@ -196,15 +200,15 @@ FIXES = [
     (
         "op",
         "ResizeNearestNeighborGrad",
-        "ops.repeat(ops.repeat(x, 2, axis=1), 2, axis=2)",
+        "`keras.layers.UpSampling2D(2)`",
         slope_penalty(lambda t: tf.image.resize(t, (8, 6), method="nearest"), (1, 4, 3, 1)),
-        slope_penalty(lambda t: ops.repeat(ops.repeat(t, 2, axis=1), 2, axis=2), (1, 4, 3, 1)),
+        slope_penalty(keras.layers.UpSampling2D(2), (1, 4, 3, 1)),
         True,
     ),
     (
         "op",
         "ResizeBilinearGrad",
-        "keras.layers.AveragePooling2D(2)",
+        "`keras.layers.AveragePooling2D(2)`",
         slope_penalty(lambda t: tf.image.resize(t, (1, 3)), (1, 2, 6, 1)),
         slope_penalty(keras.layers.AveragePooling2D(2), (1, 2, 6, 1)),
         True,
@@ -306,6 +310,30 @@ FIXES = [
         tf.function(lambda x: tf.ones((2,)) if tf.reduce_sum(x) > 0.0 else tf.zeros((2,))),
         lambda x: (lambda w: w * tf.ones((2,)) + (1 - w) * tf.zeros((2,)))(ops.sigmoid(10.0 * (ops.sum(x) - 0.0))),
         False,
+    ),
+    (
+        "op",
+        "EagerPyFunc",
+        "Compute it with tf / keras.ops",
+        lambda x: tf.py_function(lambda t: tf.constant(np.square(t.numpy())), [x], tf.float32),
+        lambda x: tf.py_function(lambda t: tf.square(t), [x], tf.float32),
+        True,
+    ),
+    (
+        "op",
+        "ReduceDataset",
+        "keras.ops.sum",
+        lambda x: tf.data.Dataset.from_tensor_slices(x).reduce(tf.constant(0.0), lambda total, v: total + v),
+        lambda x: ops.sum(x, axis=0),  # the rows added up, as the dataset's elements are
+        True,
+    ),
+    (
+        "op",
+        "SparseReduceMax",
+        "tf.reduce_max(tf.where(mask, x, -inf), axis)",
+        lambda x: tf.sparse.reduce_max(tf.sparse.from_dense(x)),
+        lambda x: tf.reduce_max(tf.where(tf.not_equal(x, 0.0), x, -np.inf)),
+        True,
     ),
     ("cause", "assign", "total = total + x", None, None, True),
     ("cause", "rebound", "keep the new value in a local variable", None, None, True),
@@ -420,3 +448,209 @@ def test_the_tape_recording_fixes_restore_the_gradient():
     with tf.GradientTape(persistent=True) as tape:
         inside = weight * 3.0
     assert tape.gradient(outside, weight) is None and tape.gradient(inside, weight) is not None
+
+
+# ------------------------------------------------ fixes written in the student's own code --
+
+REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
+#: Constants the functions below may read, as a student's module would define them.
+PRELUDE = (
+    "import keras\nimport numpy as np\nimport tensorflow as tf\nfrom keras import ops\nimport workbook\n"
+    "TABLE = tf.constant(np.arange(6, dtype='float32').reshape(3, 2))\n"
+    "SIGNAL = tf.constant(np.sin(np.arange(10) / 2.0).astype('float32'))\n"
+    "VALUES = tf.constant([[1.0, -2.0, 3.0]])\n"
+)
+# (what the student wrote: the body of f(x), x shaped like X; whether the fix keeps the forward values)
+STUDENT_LINES = [
+    ("return ops.round(x * 2.0)", True),
+    ("return tf.math.floor(x) * 2.0", True),
+    ("return tf.math.ceil(x * 3.0) / 3.0", True),
+    ("return tf.math.rint(x)", True),
+    ("return tf.sign(x) * 2.0", True),
+    ("return tf.cast(tf.cast(x * 4.0, tf.int32), tf.float32)", True),
+    ("return tf.cast(x > 0.5, tf.float32)", True),
+    ("return ops.cast(ops.less(x, 0.0), 'float32')", True),
+    ("return tf.where(x >= 0.0, 1.0, -1.0)", True),
+    ("return tf.one_hot(tf.argmax(x, axis=-1), 3)", True),
+    ("return tf.cast(tf.argmax(x, axis=-1), tf.float32)", True),
+    ("return tf.gather(TABLE, tf.argmin(x, axis=-1))", True),
+    ("return tf.image.resize(tf.reshape(x, (1, 2, 6, 1)), (1, 3), method='area')", True),
+    ("return tf.math.bincount(tf.constant([0, 1, 1, 2]), x[:, 0], minlength=3, maxlength=3)", True),
+    ("return tf.image.adjust_contrast(tf.reshape(x, (1, 2, 2, 3)), 2.0)", True),
+    ("return tf.random.shuffle(x, seed=1) * VALUES", False),  # another permutation
+    ("return tf.gather(SIGNAL, tf.cast(tf.round(tf.clip_by_value(x + 4.0, 0.0, 8.0)), tf.int32))", False),
+    ("choice = tf.random.categorical(x, 1, seed=2)[:, 0]\n    return tf.one_hot(choice, 3) * VALUES", False),
+    (
+        "levels = tf.cast(tf.clip_by_value(x, 0.0, 1.0) * 255.0, tf.int32)\n"
+        "    return tf.cast(tf.bitwise.bitwise_and(levels, 0xF0), tf.float32) / 255.0",
+        True,
+    ),
+]
+
+
+def student_function(tmp_path, body, name):
+    """f(x) with ``body``, imported from a file of its own, as a student's module is."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(f"{PRELUDE}\n\ndef f(x):\n    {body}\n")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.f
+
+
+@pytest.mark.parametrize("body, same_forward", STUDENT_LINES, ids=[body.split("\n")[0] for body, _ in STUDENT_LINES])
+def test_a_replacement_written_in_the_students_code_restores_the_gradient(tmp_path, body, same_forward):
+    broken = student_function(tmp_path, body, "broken")
+    assert not flows(broken), "the example should be broken before the fix"
+    hint = workbook.find_gradient_breaks(broken, X).culprit.hint
+    pairs = REPLACE.findall(hint)
+    assert hint.startswith("Replace `") and pairs, hint
+    fixed_body = body
+    for old, new in pairs:
+        assert fixed_body.count(old) == 1, (old, hint)
+        fixed_body = fixed_body.replace(old, new)
+    fixed = student_function(tmp_path, fixed_body, "fixed")
+    assert flows(fixed), f"{fixed_body} does not restore the gradient"
+    if same_forward:
+        np.testing.assert_allclose(np.asarray(fixed(X)), np.asarray(broken(X)), atol=1e-5)
+
+
+def test_a_call_split_over_lines_gets_the_general_hint(tmp_path):
+    broken = student_function(tmp_path, "return tf.round(\n        x * 2.0)", "split")
+    hint = workbook.find_gradient_breaks(broken, X).culprit.hint
+    assert hint == OP_HINTS["Round"]
+
+
+@pytest.mark.parametrize(
+    "name, loss",
+    [
+        ("iou_loss", "workbook.losses.soft_iou"),
+        ("jaccard_distance", "workbook.losses.soft_iou"),
+        ("bbox_iou_loss", "workbook.losses.box_iou"),
+        ("dice_loss", "workbook.losses.soft_dice"),
+        ("f1_loss", "workbook.losses.soft_dice"),
+        ("roc_auc_loss", "workbook.losses.pairwise_ranking"),
+        ("mda", "workbook.losses.smooth_directional"),
+        ("wer_loss", "workbook.losses.ctc"),
+        ("accuracy_loss", "keras.losses.BinaryCrossentropy()"),
+        ("qwk_loss", "workbook.losses.soft_qwk"),
+    ],
+)
+def test_a_metric_used_as_a_loss_is_told_which_loss_to_train_on(tmp_path, name, loss):
+    path = tmp_path / f"{name}_module.py"
+    path.write_text(f"{PRELUDE}\n\ndef {name}(x):\n    return tf.round(x)\n")
+    spec = importlib.util.spec_from_file_location(f"{name}_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    hint = workbook.find_gradient_breaks(getattr(module, name), X).culprit.hint
+    assert re.search(r"`([^`]+)`", hint).group(1) == loss, hint
+    assert f"Train on `{loss}`" in hint
+    assert callable(keras.losses.get(eval(loss, {"workbook": workbook, "keras": keras})))
+    assert hint.startswith("No gradient can exist") == (name == "qwk_loss")
+
+
+def test_every_honest_hint_says_why_and_names_what_works():
+    for key, hint in HONEST.items():
+        assert hint.startswith("No gradient can exist"), key
+        assert any(words in hint for words in ("Train on `", "workbook.sample_latent", "data pipeline")), key
+
+
+# ------------------------------------------------------------- the stand-in losses --
+
+PROBABILITIES = tf.constant([[0.9], [0.2], [0.6], [0.4], [0.7], [0.1]])
+BINARY = tf.constant([[1.0], [0.0], [1.0], [0.0], [1.0], [0.0]])
+ONE_HOT = tf.one_hot([0, 1, 2, 3, 1, 2], 4)
+# (loss, y_true, a prediction, the perfect prediction)
+STAND_INS = [
+    (workbook.losses.soft_iou, BINARY, PROBABILITIES, BINARY),
+    (workbook.losses.soft_dice, BINARY, PROBABILITIES, BINARY),
+    (workbook.losses.pairwise_ranking, BINARY, PROBABILITIES, 10.0 * BINARY),
+    (workbook.losses.smooth_directional, tf.constant([[0.0], [1.0], [0.5], [2.0]]), tf.zeros((4, 1)) + 0.3, None),
+    (workbook.losses.soft_qwk, ONE_HOT, tf.nn.softmax(tf.reshape(tf.range(24.0) % 5.0, (6, 4))), ONE_HOT),
+    (
+        workbook.losses.box_iou,
+        tf.constant([[0.0, 0.0, 2.0, 2.0]]),
+        tf.constant([[1.0, 1.0, 3.0, 3.0]]),
+        tf.constant([[0.0, 0.0, 2.0, 2.0]]),
+    ),
+    (workbook.losses.ctc, tf.constant([[0.0, 1.0, 2.0]]), tf.zeros((1, 3, 4)), 20.0 * tf.one_hot([[0, 1, 2]], 4)),
+]
+
+
+@pytest.mark.parametrize("loss, y_true, y_pred, perfect", STAND_INS, ids=[row[0].__name__ for row in STAND_INS])
+def test_each_stand_in_loss_has_a_gradient_and_is_lowest_at_the_perfect_prediction(loss, y_true, y_pred, perfect):
+    with tf.GradientTape() as tape:
+        tape.watch(y_pred)
+        value = loss(y_true, y_pred)
+    assert bool(tf.reduce_any(tape.gradient(value, y_pred) != 0))
+    perfect = y_true if perfect is None else perfect
+    assert float(loss(y_true, perfect)) <= float(value)
+
+
+def test_the_box_stand_in_is_one_minus_the_iou_of_the_corners():
+    boxes = tf.constant([[0.0, 0.0, 2.0, 2.0]])
+    assert float(workbook.losses.box_iou(boxes, boxes)) == pytest.approx(0.0, abs=1e-6)
+    # overlap 1x1, union 4 + 4 - 1
+    assert float(workbook.losses.box_iou(boxes, tf.constant([[1.0, 1.0, 3.0, 3.0]]))) == pytest.approx(6 / 7)
+    assert float(workbook.losses.soft_iou(BINARY, BINARY)) == pytest.approx(0.0, abs=1e-6)
+    assert float(workbook.losses.soft_qwk(ONE_HOT, ONE_HOT)) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_model_trained_on_a_stand_in_saves_and_loads_in_safe_mode(tmp_path):
+    for loss in (workbook.losses.soft_iou, workbook.losses.pairwise_ranking, workbook.losses.soft_qwk):
+        assert keras.saving.get_registered_name(loss) == f"workbook>{loss.__name__}"
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer="sgd", loss=workbook.losses.soft_dice)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    x, y = X[:, :3].numpy(), BINARY[:4].numpy()
+    assert loaded.evaluate(x, y, verbose=0) == pytest.approx(model.evaluate(x, y, verbose=0), rel=1e-5)
+
+
+SPARSE_LAYER = """
+class SparseDense(keras.layers.Layer):
+    def build(self, input_shape):
+        self.values = self.add_weight(shape=(4,), initializer="ones", name="values")
+        self.kernel = tf.SparseTensor([[0, 0], [1, 1], [2, 0], [3, 1]], self.values, (4, 2))  # built once
+
+    def call(self, inputs):
+        return tf.sparse.sparse_dense_matmul(inputs, tf.sparse.reorder(self.kernel))
+"""
+
+
+def test_a_tensor_built_once_from_a_weight_is_moved_into_call_by_the_hint(tmp_path):
+    line = [text for text in SPARSE_LAYER.splitlines() if "self.kernel =" in text][0].strip()
+    hint = advise_cause("built_tensor", CAUSES["built_tensor"].hint, line)
+    assert hint.endswith(CAUSES["built_tensor"].hint)
+    source = SPARSE_LAYER
+    for old, new in REPLACE.findall(hint):
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    layers = {}
+    for name, text in (("broken", SPARSE_LAYER), ("fixed", source)):
+        path = tmp_path / f"{name}_layer.py"
+        path.write_text(PRELUDE + text)
+        spec = importlib.util.spec_from_file_location(f"{name}_layer", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        layers[name] = module.SparseDense()
+    x = tf.constant(np.ones((2, 4), "float32"))
+    for name, layer in layers.items():
+        layer(x)
+        with tf.GradientTape() as tape:
+            value = tf.reduce_sum(layer(x))
+        assert (tape.gradient(value, layer.values.value) is not None) == (name == "fixed")
+    np.testing.assert_allclose(layers["fixed"](x), layers["broken"](x))
+    assert advise_cause("unused", CAUSES["unused"].hint, line) == CAUSES["unused"].hint
+
+
+def test_a_metric_computed_in_numpy_is_told_its_stand_in():
+    hint = REASONS["untraceable"].hint
+    assert "Train on `workbook.losses.pairwise_ranking`" in advise_untraceable(
+        hint, "auc = roc_auc_score(y_true.numpy(), y_pred.numpy())"
+    )
+    assert advise_untraceable(hint, "kappa = cohen_kappa_score(t.numpy(), p.numpy())").startswith(
+        "No gradient can exist"
+    )
+    assert advise_untraceable(hint, "value = np.square(x.numpy())") == hint
+    assert advise_untraceable(hint, None) == hint

@@ -52,7 +52,7 @@ _EXPORTS = {
 # submodules a notebook may reach as workbook.NAME without importing them first: workbook.layers
 # holds every Keras layer of the workbook (one import registers them all for loading).
 # The instructor's side, workbook.course (nbgrader), is never imported from here.
-_SUBMODULES = {"layers"}
+_SUBMODULES = {"layers", "losses"}
 
 __all__ = sorted(_EXPORTS)
 

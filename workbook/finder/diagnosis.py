@@ -13,7 +13,6 @@ so the two views can be compared.
 """
 
 import inspect
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,8 +24,9 @@ from workbook.core.internals import (
     kept_random_state,
     restore_layer_attributes,
 )
-from workbook.finder.graph_walk import Traced, analyse, tf_variable
-from workbook.finder.layer_causes import explain_disconnected
+from workbook.finder.gradient_probe import RUN_TIME_GRADIENT_OPS
+from workbook.finder.graph_walk import Traced, analyse, cut_all, tf_variable
+from workbook.finder.layer_causes import explain_disconnected, layer_of_op
 from workbook.finder.report import REASONS, Finding, GradientReport, Rank
 from workbook.finder.targets import all_layers, changed_attributes, prepare, stateful_variables
 
@@ -80,7 +80,7 @@ def _find_gradient_breaks(target, example, loss):
             measurement = _trace_and_measure(followed)
             changed = changed_attributes(attributes)
             restore_layer_attributes(attributes)
-            analysis = analyse(followed, traced=measurement.traced)
+            analysis = analyse(followed, traced=measurement.traced, layers=layers)
         finally:
             for variable, value in snapshot:  # a training-mode call may move statistics; put them back
                 variable.assign(value)
@@ -88,11 +88,12 @@ def _find_gradient_breaks(target, example, loss):
     report.description = followed.description
     for status in report.sources:
         status.measured = measurement.verdicts.get(status.key, "not measured")
+    _failed_behind_a_py_function(report, measurement.failure)
     _settle_unchecked(report, analysis.unchecked, measurement.failure)
     explain_disconnected(report, layers, changed)
     _not_recorded(report, followed.call)
     _no_silent_cut(report)
-    _name_layers(report.findings + report.notes, [layer.name for layer in layers])
+    _name_layers(report.findings + report.notes, layers)
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
@@ -301,6 +302,26 @@ def _settle_unchecked(report, unchecked, failure):
     report.findings.sort(key=Finding.sort_key)
 
 
+def _failed_behind_a_py_function(report, failure):
+    """Put the GradientTape's failure on a tf.py_function that passes no gradient, when there is one.
+
+    TensorFlow gives such an op's input a scalar 0 in place of its gradient, and the gradient ops
+    behind it then fail on that 0 (fit raises): every source the tape failed on is cut by it.
+    """
+    culprit = next((f for f in report.findings + report.notes if f.op_type in RUN_TIME_GRADIENT_OPS), None)
+    failed = [status for status in report.sources if status.measured == "error"]
+    if culprit is None or not failed:
+        return
+    if culprit in report.notes:  # beside another path, yet the tape fails on it
+        report.notes.remove(culprit)
+        report.findings.append(culprit)
+    culprit.rank = Rank.RAISES
+    culprit.cuts = list(dict.fromkeys(culprit.cuts + [status.owner for status in failed]))
+    culprit.detail += f"; the gradient ops behind it then fail on that 0, and tf.GradientTape raised {failure}"
+    cut_all(failed)
+    report.findings.sort(key=Finding.sort_key)
+
+
 def _missed_by_the_tape(sources, covered):
     """The sources the graph passes but the tape measured None for (or failed on), not yet in a finding."""
     return [s for s in sources if s.static == "flowing" and s.measured in ("none", "error") and id(s) not in covered]
@@ -382,20 +403,17 @@ def _no_silent_cut(report):
     report.findings.append(finding)
 
 
-def _name_layers(findings, names):
-    """The layer that made each op without a line of yours, read from the op's name scopes.
+def _name_layers(findings, layers):
+    """The layer that made each finding's op (or holds its variable) where no line of yours is named.
 
-    A scope is the layer's name, or that name with _1, _2... when the layer runs twice in one graph.
+    Read from the op's name scopes (:func:`~workbook.finder.layer_causes.made_by_layer`, which
+    also names the line that made the layer when the finding is an op's).
     """
+    by_name = {layer.name: layer for layer in layers}
     for finding in findings:
-        if finding.file:
-            continue
-        for scope in reversed(finding.op_name.split("/")[:-1]):
-            renamed = (name for name in names if re.fullmatch(re.escape(name) + r"_\d+", scope))
-            match = scope if scope in names else next(renamed, None)
-            if match:
-                finding.layer = match
-                break
+        if not finding.file:
+            layer = layer_of_op(finding.op_name, by_name)
+            finding.layer = layer.name if layer is not None else None
 
 
 def _tape_finding(status, failure):

@@ -13,6 +13,9 @@ from workbook.finder.graph_program import custom_gradient_type
 
 #: Ops whose gradient is a function of their own: what it returns differs from one op to the next.
 INSTANCE_GRADIENT_OPS = {"IdentityN", "PyFunc", "EagerPyFunc", "PartitionedCall", "StatefulPartitionedCall"}
+#: Ops whose gradient only exists when they run: tf.py_function's tape records the Python function's
+#: TensorFlow ops as it runs, and sees nothing of what it computes with NumPy (``.numpy()``).
+RUN_TIME_GRADIENT_OPS = {"EagerPyFunc"}
 
 
 class InputGradient(Enum):
@@ -134,3 +137,57 @@ def depends_on(gradient, upstream, original_ops):
         seen.add(op)
         stack.extend(op.inputs)
     return False
+
+
+def run_time_pattern(op):
+    """The :class:`GradientPattern` of a ``tf.py_function`` op (EagerPyFunc), found by running it once more.
+
+    Introduced in 03_finding_gradient_killers.ipynb. Its gradient is a GradientTape over the
+    Python function as it ran, so the graph cannot tell whether it reaches an input: the
+    function runs again, eagerly, on stand-in values shaped like its inputs, under a tape.
+    Where that tape records no way back (the function computed with ``.numpy()``), TensorFlow
+    gives a scalar 0 in place of the gradient: that input gets :attr:`InputGradient.NONE`.
+    None if the op cannot be run that way (an input of unknown shape, a function that fails on
+    the stand-ins): the walk then asks the registered gradient function, as for any op.
+    """
+    values = [_stand_in(tensor) for tensor in op.inputs]
+    if any(value is None for value in values):
+        return None
+    try:
+        gradients = _replayed_gradients(op, values)
+    except Exception:  # the function needs other values than the stand-ins: it cannot be checked this way
+        return None
+    return GradientPattern(inputs=tuple(_run_time_verdict(v, g) for v, g in zip(values, gradients, strict=True)))
+
+
+def _replayed_gradients(op, values):
+    """The gradient of the sum of ``op``'s float outputs for each of ``values``, running ``op`` again on them."""
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        tape.watch([value for value in values if value.dtype.is_floating])
+        outputs = tf.raw_ops.EagerPyFunc(
+            input=values, token=op.get_attr("token"), Tout=op.get_attr("Tout"), is_async=False
+        )
+        total = [tf.reduce_sum(tf.cast(t, tf.float32)) for t in outputs if t.dtype.is_floating]
+    return tape.gradient(tf.add_n(total), values) if total else [None] * len(values)
+
+
+def _run_time_verdict(value, gradient):
+    """PASSES if ``gradient`` is a gradient for ``value``; NONE for nothing, or the scalar 0 put in its place."""
+    if gradient is None or not value.dtype.is_floating or gradient.shape != value.shape:
+        return InputGradient.NONE
+    return InputGradient.PASSES
+
+
+def _stand_in(tensor):
+    """A value shaped like ``tensor`` to run its op on: normal noise for floats, zeros else; None if unknown."""
+    import numpy as np
+    import tensorflow as tf
+
+    if not tensor.shape.is_fully_defined() or tensor.dtype in (tf.string, tf.resource, tf.variant):
+        return None
+    if tensor.dtype.is_floating:
+        noise = np.random.default_rng(0).normal(size=tensor.shape.as_list())  # its own generator: no global draw
+        return tf.constant(noise, dtype=tensor.dtype)
+    return tf.zeros(tensor.shape, dtype=tensor.dtype)

@@ -24,7 +24,8 @@ class Program:
     gradients can be followed through it as through any other op.
     """
 
-    def __init__(self, graph):
+    def __init__(self, graph, layers=()):
+        self.layers = {layer.name: layer for layer in layers}  # to name the line that made a layer's ops
         self.ops = []  # program order: a body's ops come before the op that runs it
         self.forward, self.backward = {}, {}
         self.entered = set()

@@ -15,10 +15,18 @@ from enum import IntEnum
 
 from workbook.core import internals
 from workbook.core.code_origin import user_frame
-from workbook.finder.gradient_probe import InputGradient, gradient_pattern, is_float, signature
+from workbook.finder.gradient_probe import (
+    RUN_TIME_GRADIENT_OPS,
+    InputGradient,
+    gradient_pattern,
+    is_float,
+    run_time_pattern,
+    signature,
+)
 from workbook.finder.graph_program import Program, custom_gradient_type
 from workbook.finder.hints import OP_HINTS, REASONS
-from workbook.finder.report import Finding, GradientReport, SourceStatus, untraceable_finding
+from workbook.finder.layer_causes import made_by_layer
+from workbook.finder.report import Finding, GradientReport, Rank, SourceStatus, untraceable_finding
 
 
 class Flow(IntEnum):
@@ -45,6 +53,19 @@ SHAPE_ONLY_OPS = {
 }
 STOP_OPS = {"StopGradient", "PreventGradient"}
 ASSIGN_OPS = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
+#: Ops that run a whole tf.data pipeline and return its result: a dataset is no list of values that
+#: a gradient follows (as map_fn's TensorArray is), so their own gradient function is asked.
+DATASET_RESULT_OPS = {"ReduceDataset", "DatasetToSingleElement"}
+#: Appended to the detail of an op with no gradient registered that the gradient reaches.
+RAISES_DETAIL = (
+    ": tape.gradient raises LookupError as soon as the gradient reaches it, so fit stops there "
+    "and no input or weight gets a gradient, even where another path would pass one"
+)
+#: The detail of a tf.py_function whose Python function leaves TensorFlow.
+PY_FUNCTION_DETAIL = (
+    "the Python function inside tf.py_function computes with NumPy (.numpy(), np.*): the tape that "
+    "runs it records no way back, so TensorFlow gives this input a scalar 0 in place of its gradient"
+)
 
 
 def tf_variable(variable):
@@ -87,8 +108,12 @@ class Analysis:
     unchecked: list = field(default_factory=list)
 
 
-def analyse(target, traced=None):
-    """Trace ``target`` (a :class:`~workbook.finder.targets.Target`) unless ``traced`` is given; walk back; report."""
+def analyse(target, traced=None, layers=()):
+    """Trace ``target`` (a :class:`~workbook.finder.targets.Target`) unless ``traced`` is given; walk back; report.
+
+    ``layers`` are the Keras layers of the target: an op one of them made, with no line of
+    yours, is named at the line of yours that made that layer.
+    """
     import tensorflow as tf
 
     sources = _sources(target)
@@ -96,15 +121,24 @@ def analyse(target, traced=None):
         traced = traced or trace(target.call, target.arguments)
     except Exception as error:
         return Analysis(_untraceable_report(error, sources))
-    program = Program(traced.function.graph)
+    program = Program(traced.function.graph, layers)
     source_tensors = _source_tensors(traced.function.graph, target)
     reach = Reach(program, source_tensors)
     sinks = [t for t in tf.nest.flatten(traced.outputs) if isinstance(t, tf.Tensor)]
     walk = BackwardWalk(program, reach).run(sinks)
     hopeful = _judge_sources(sources, dict(target.inputs), source_tensors, walk.state, reach.of_all(sinks))
     findings, notes, unchecked = _findings(program, sources, walk.breaks, hopeful)
+    if any(finding.rank == Rank.RAISES for finding in findings):
+        cut_all(sources)
     _add_source_findings(target, sources, (program, reach, sinks), findings, notes)
     return Analysis(GradientReport(findings=findings, notes=notes, sources=sources), unchecked)
+
+
+def cut_all(sources):
+    """Call every source the graph passes cut: tape.gradient raises, so none gets a gradient, whatever its path."""
+    for status in sources:
+        if status.static == "flowing":
+            status.static = "cut"
 
 
 def _add_source_findings(target, sources, walked, findings, notes):
@@ -241,6 +275,7 @@ def _owners_of(sources):
 def _sort_breaks(program, sources, ranked, dead, hopeful, owners):
     """Each break, in program order, as a finding (it cuts a dead source), a note, or unchecked."""
     findings, notes, unchecked, covered = [], [], [], set()
+    connected = {index for index, status in enumerate(sources) if status.static in ("flowing", "cut")}
     for brk in ranked:
         # A deliberate block matters only for sources that no other path could ever reach.
         matters = brk.blocked & (dead - hopeful if brk.deliberate else dead)
@@ -248,12 +283,26 @@ def _sort_breaks(program, sources, ranked, dead, hopeful, owners):
         if brk.reason == "gradient_error":
             finding.cuts = owners(brk.blocked)
             unchecked.append(UncheckedBreak(finding, [sources[index] for index in sorted(brk.blocked)]))
+        elif _raises(brk):
+            # No other path helps: the whole tape.gradient raises, for every source.
+            finding.cuts, finding.rank = owners(connected), Rank.RAISES
+            finding.detail += RAISES_DETAIL
+            covered |= brk.blocked & dead
+            findings.append(finding)
         elif matters and brk.level >= Flow.SHADOW:
             covered |= matters
             findings.append(finding)
         else:
             notes.append(finding)
     return findings, notes, unchecked, covered
+
+
+def _raises(brk):
+    """Whether ``brk`` makes tape.gradient raise: no gradient is registered, and the gradient itself reaches it.
+
+    Behind another break (a round before it) only a shadow arrives: TensorFlow then never asks for its gradient.
+    """
+    return brk.reason == "no_gradient_registered" and brk.level == Flow.ALIVE
 
 
 def _index_cut(program, sources, ranked, index):
@@ -290,14 +339,20 @@ def _only_decides_where(op):
 
 
 def _finding(program, brk, cuts):
-    return Finding.from_op(
+    frame, layer = user_frame(brk.op.traceback), None
+    if frame[0] is None:  # made inside a layer that a model calls for you: the line that made the layer
+        layer, frame = made_by_layer(brk.op.name, program.layers)
+    finding = Finding.from_op(
         brk.op,
         brk.reason,
-        user_frame(brk.op.traceback),
+        frame,
         cuts=cuts,
         message=brk.message,
         order=program.order.get(brk.op, 0),
     )
+    finding.detail = finding.detail or brk.message  # a reason with no detail of its own (untraceable)
+    finding.layer = layer.name if layer is not None and frame[0] else None
+    return finding
 
 
 BRANCH_OPS = {"If", "StatelessIf", "Case", "StatelessCase"}
@@ -574,7 +629,9 @@ class BackwardWalk:
                 self._visit_input(op, tensor, pattern.inputs[index], level)
 
     def _visit_input(self, op, tensor, gradient, level):
-        if gradient is InputGradient.NONE:
+        if gradient is InputGradient.NONE and op.type in RUN_TIME_GRADIENT_OPS:
+            self.block(op, "untraceable", tensor, level, message=PY_FUNCTION_DETAIL)
+        elif gradient is InputGradient.NONE:
             # IdentityN with None is tf.custom_gradient's forward result: cut on purpose.
             self.block(op, "no_gradient", tensor, level, deliberate=op.type == "IdentityN")
         elif gradient is InputGradient.ZERO:
@@ -585,24 +642,29 @@ class BackwardWalk:
     def _visit_unregistered(self, op, inputs, level, message):
         """No gradient function to ask: none is registered, or a custom gradient's is gone."""
         reason = "gradient_error" if custom_gradient_type(op) else "no_gradient_registered"
+        # Beside a float, an integer only says where to read it (a sparse tensor's indices).
+        selects = any(_is_carrier(t) for t in inputs)
         for tensor in inputs:
             if _is_carrier(tensor):
                 self.block(op, reason, tensor, level, message=message)
                 if reason == "gradient_error":
                     self.mark(tensor, level)
-            else:  # an integer input (the bins of a bincount): walk on, to the op that made it
-                self.mark(tensor, min(level, Flow.SHADOW))
+            else:  # an integer input alone (the bins of a bincount): walk on, to the op that made it
+                self.mark(tensor, Flow.SELECTOR if selects else min(level, Flow.SHADOW))
 
     def _pattern(self, op, gradient_function, carried):
         carried_indices = tuple(index for index, t in enumerate(op.outputs) if self.state.get(t.ref()))
         key = signature(op, carried_indices)
         if key not in self._patterns:
-            self._patterns[key] = gradient_pattern(op, gradient_function, carried, self._original_ops)
+            found = run_time_pattern(op) if op.type in RUN_TIME_GRADIENT_OPS else None
+            self._patterns[key] = found or gradient_pattern(op, gradient_function, carried, self._original_ops)
         return self._patterns[key]
 
 
 def _passes_values_on(op, carried):
-    """A list of tensors (map_fn, a loop's TensorArray) or a handle passes its values on."""
+    """A list of tensors (map_fn, a loop's TensorArray) or a handle passes its values on; a dataset does not."""
+    if op.type in DATASET_RESULT_OPS:
+        return False
     return any(_is_handle(t) for t in carried) or any(t.dtype.name == "variant" for t in op.inputs)
 
 

@@ -210,14 +210,28 @@ OP_HINTS = {
         "values with a gradient; for other sizes use method='bilinear' with antialias=True."
     ),
     "ResizeNearestNeighborGrad": (
-        SECOND_DERIVATIVE + "Upsample with ops whose gradient has a gradient: for a factor of 2, "
-        "ops.repeat(ops.repeat(x, 2, axis=1), 2, axis=2) (what Keras 3's UpSampling2D does), "
-        "or a Conv2DTranspose."
+        SECOND_DERIVATIVE + "Upsample with `keras.layers.UpSampling2D(2)` (the same nearest-neighbour values for a "
+        "factor of 2, made by ops.repeat, whose gradient has a gradient), or a Conv2DTranspose."
     ),
     "ResizeBilinearGrad": (
-        SECOND_DERIVATIVE + "To halve the size, use keras.layers.AveragePooling2D(2) (the same values as a "
-        "bilinear resize by 1/2); to double it, ops.repeat(ops.repeat(x, 2, axis=1), 2, axis=2) or a "
-        "Conv2DTranspose; or resize the images before the tape records the penalty."
+        SECOND_DERIVATIVE + "To halve the size, use `keras.layers.AveragePooling2D(2)` (the same values as a "
+        "bilinear resize by 1/2). To double it, no Keras layer gives the bilinear values with a second derivative "
+        "(UpSampling2D(interpolation='bilinear') is this same resize): a Conv2DTranspose(channels, 4, strides=2, "
+        "padding='same') learns an upsampling that has one, or resize the images before the tape records the penalty."
+    ),
+    "EagerPyFunc": (
+        "The Python function inside tf.py_function leaves TensorFlow (.numpy(), np.*), so its tape "
+        "records nothing and no gradient comes back. Compute it with tf / keras.ops on the tensor it "
+        "receives, or give it a gradient with workbook.surrogate(forward, derivative)."
+    ),
+    "ReduceDataset": (
+        "Dataset.reduce runs a tf.data pipeline, which passes no gradient to the values and variables its "
+        "functions use. Inside a model, compute over a tensor instead: keras.ops.sum (or tf.foldl / tf.scan "
+        "for another running value)."
+    ),
+    "SparseReduceMax": (
+        "tf.sparse.reduce_max has no gradient: reduce a dense tensor instead, with the missing entries "
+        "at -inf: tf.reduce_max(tf.where(mask, x, -inf), axis)."
     ),
     "PyFunc": (
         "numpy_function leaves TensorFlow: rewrite it with keras.ops, or use tf.py_function (which has a "

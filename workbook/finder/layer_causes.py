@@ -1,17 +1,53 @@
-"""Why a layer's weight is disconnected, read from the layer's own code.
+"""Why a layer's weight is disconnected, and which line of yours made a layer, read from the code.
 
 Introduced in 03_finding_gradient_killers.ipynb. Used by
 :func:`workbook.find_gradient_breaks` once the graph says that the output does
 not depend on a weight: it looks at the layer's attributes and at the lines of
-its class that set them, and names the line that causes it.
+its class that set them, and names the line that causes it. For an op made inside a
+layer that a model calls for you (Sequential, functional), it names the line that made
+the layer.
 """
 
 import inspect
 import re
 
-from workbook.core.code_origin import is_library
+from workbook.core.code_origin import is_library, user_calls
 from workbook.core.internals import layer_attributes
+from workbook.finder.advice import advise_cause
 from workbook.finder.hints import CAUSES, REASONS
+
+
+def made_by_layer(op_name, layers):
+    """(layer, (file, line, code)) for an op that no line of yours made directly: the layer whose name scope made it.
+
+    Introduced in 03_finding_gradient_killers.ipynb. A model that calls its layers for you
+    (Sequential, functional) keeps no line of yours, so the line is the one call of the
+    layer's class in your code whose arguments agree with the layer's config (with its
+    name=, if you gave one), when there is exactly one; else (None, None, None). ``layers``
+    maps names to layers; (None, no line) if no layer's scope made the op.
+    """
+    layer = layer_of_op(op_name, layers)
+    calls = user_calls(type(layer), _config(layer)) if layer is not None else []
+    return layer, (calls[0] if len(calls) == 1 else (None, None, None))
+
+
+def layer_of_op(op_name, layers):
+    """The layer whose name scope made ``op_name``: its name, or that name with _1, _2... when it runs twice."""
+    for scope in reversed(op_name.split("/")[:-1]):
+        renamed = (name for name in layers if re.fullmatch(re.escape(name) + r"_\d+", scope))
+        match = scope if scope in layers else next(renamed, None)
+        if match:
+            return layers[match]
+    return None
+
+
+def _config(layer):
+    """What the layer reports of its arguments (its name at least)."""
+    try:
+        config = dict(layer.get_config())
+    except Exception:  # a layer of yours whose get_config needs arguments it does not have
+        config = {}
+    return {**config, "name": layer.name}
 
 
 def explain_disconnected(report, layers, changed):
@@ -53,7 +89,7 @@ def _name_the_cause(finding, layer, status, changed):
     cause = _cause(layer, status, changed)
     if cause is not None:
         name, (file, line, code) = cause
-        finding.detail, finding.hint = CAUSES[name].detail, CAUSES[name].hint
+        finding.detail, finding.hint = CAUSES[name].detail, advise_cause(name, CAUSES[name].hint, code)
         finding.file, finding.line, finding.code = file, line, code
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from workbook.core.code_origin import user_frame
 from workbook.core.notebook_cells import cell_label
-from workbook.finder.advice import advise
+from workbook.finder.advice import advise, advise_untraceable
 from workbook.finder.hints import CAUSES, OP_HINTS, REASONS
 
 
@@ -19,9 +19,10 @@ class Rank(enum.IntEnum):
     """Where a finding sorts in a report, before its position along the path (``Finding.order``)."""
 
     YOUR_TAPE = 0  # your own train_step's tape recorded nothing: the first thing to fix
-    PATH = 1  # an op on the way from a source to the output, sorted by its position
-    SOURCE = 2  # an input or variable itself: disconnected, or not a float
-    TAPE = 3  # the graph passes a gradient that the GradientTape did not measure
+    RAISES = 1  # an op that makes tape.gradient (and so fit) raise: nothing trains until it is fixed
+    PATH = 2  # an op on the way from a source to the output, sorted by its position
+    SOURCE = 3  # an input or variable itself: disconnected, or not a float
+    TAPE = 4  # the graph passes a gradient that the GradientTape did not measure
 
 
 @dataclass(kw_only=True)
@@ -42,7 +43,7 @@ class Finding:
     cuts: list = field(default_factory=list)
     order: int = 0  # position along the path, among findings of the same rank
     rank: Rank = Rank.PATH
-    layer: str | None = None  # the Keras layer whose code made the op, when no line of yours did
+    layer: str | None = None  # the Keras layer whose code made the op, when no line of yours made the op itself
 
     def sort_key(self):
         """Culprit first: by :class:`Rank`, then by position along the path."""
@@ -105,9 +106,9 @@ class Finding:
                 return "(the example you passed)"
             return f"(inside layer {self.layer})" if self.layer else "(inside Keras/TensorFlow)"
         cell = cell_label(self.file)
-        if cell is not None:
-            return f"cell {cell}, line {self.line}"
-        return f"{os.path.basename(self.file)}:{self.line}"
+        place = f"cell {cell}, line {self.line}" if cell is not None else f"{os.path.basename(self.file)}:{self.line}"
+        # A line found for a layer that a model calls for you: the line that makes the layer.
+        return f"{place} (layer {self.layer})" if self.layer else place
 
 
 def untraceable_finding(error, tb, cuts=()):
@@ -128,7 +129,7 @@ def untraceable_finding(error, tb, cuts=()):
         file=file,
         line=line,
         code=code,
-        hint=REASONS["untraceable"].hint,
+        hint=advise_untraceable(REASONS["untraceable"].hint, code),
         detail=f"{why} ({message})",
         cuts=list(cuts),
     )
