@@ -274,6 +274,22 @@ def lab_history():
     return FakeHistory(["encoder", "decoder", "output"], norms, dead)
 
 
+def test_a_row_name_too_long_for_a_narrow_panel_is_shortened_to_end_inside_it():
+    """04's small panels: "encoder: no gradient, cut by Cast at cell In[6], line 5" ran past the panel's edge."""
+    from workbook.core.figures import draw_gradient_norms
+
+    history = lab_history()
+    history.layers[0] = "encoder_of_the_student_model_with_a_long_name"
+    figure = Figure(figsize=(2.5, 3.6))
+    ax = figure.subplots()
+    draw_gradient_norms(ax, history)
+    renderer = rendered(figure)
+    names = {text.get_text(): text.get_window_extent(renderer) for text in ax.texts}
+    right = ax.get_window_extent(renderer).x1
+    assert all(box.x1 <= right + 1 for box in names.values()), names
+    assert any(name.startswith("encoder_of_the_student") and name.endswith("…") for name in names), names
+
+
 def test_gradient_norms_never_draw_zero_or_none_at_a_number():
     from workbook.core.figures import draw_gradient_norms
 

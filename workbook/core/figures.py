@@ -225,7 +225,7 @@ def _finish_axes(ax, steps, title, legend):
     if title:
         ax.set_title(title)
     if legend and any(line.get_label() and not line.get_label().startswith("_") for line in ax.lines):
-        ax.legend(loc="upper right", fontsize="small", framealpha=0.8)
+        ax.legend(loc="best", fontsize="small", framealpha=0.8)  # where it covers the fewest points of a curve
     ax.grid(True, which="major", alpha=0.3)
 
 
@@ -242,7 +242,7 @@ def _draw_rows(ax, steps, rows, levels):
     for level, (label, _, color, marker, mask) in zip(levels, rows, strict=True):
         ax.plot(steps, np.where(mask, level, np.nan), color=color, ls="--", lw=2, marker=marker, ms=5, label=None)
         # The layer's name inside the axes, just above its own row: it never meets another row.
-        ax.annotate(
+        name = ax.annotate(
             label,
             xy=(0.01, level),
             xycoords=("axes fraction", "data"),
@@ -253,6 +253,16 @@ def _draw_rows(ax, steps, rows, levels):
             fontsize="small",
             fontweight="bold",
         )
+        _fit_in_axes(name, ax)
+
+
+def _fit_in_axes(text, ax):
+    """Shorten ``text``, word by word and then letter by letter, ending in "…", until it ends inside ``ax``."""
+    right = ax.get_window_extent().x1
+    kept = text.get_text()
+    while len(kept) > 3 and text.get_window_extent().x1 > right:
+        kept = kept.rsplit(" ", 1)[0] if " " in kept else kept[:-1]
+        text.set_text(kept.rstrip(",:") + "…")
 
 
 def rows_below_the_break(history):
