@@ -390,3 +390,12 @@ def test_a_figure_png_records_its_smallest_text_and_what_it_draws():
     with Image.open(io.BytesIO(figure_png(figure))) as png:
         assert png.text[SMALLEST_TEXT_KEY] == "10.0"
         assert png.text["Description"] == "Two views: 2 panels. forward, f(x) against x, curves round(x)"
+
+
+@pytest.mark.parametrize("name", ["sign_swish", "floor_smooth", "round_ste"])
+def test_the_derivative_figures_legends_end_inside_the_picture(name):
+    """sign_swish's derivative is a fraction: its legend line ran off the bottom of the explorer's picture."""
+    figure = plot_derivatives(SURROGATES[name])
+    renderer = rendered(figure)
+    boxes = [ax.get_legend().get_window_extent(renderer) for ax in figure.axes if ax.get_legend() is not None]
+    assert len(boxes) == 2 and min(box.y0 for box in boxes) >= 0, boxes

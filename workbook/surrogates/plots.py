@@ -113,7 +113,27 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         _legend_below(ax_forward)
         ax_forward.grid(alpha=0.3)
     _draw_derivatives(ax_derivative, data, known, name)
+    if ax is None and axes is None:  # a figure of our own: grow it until the legends fit below the axes
+        _room_below(figure)
     return figure
+
+
+def _room_below(figure, margin_points=4):
+    """Make ``figure`` taller, keeping each panel's size, until every legend below the axes ends inside it.
+
+    A tall formula (a fraction in sign_swish's derivative) made the last line of the legend
+    run off the bottom of the picture.
+    """
+    lowest = min(legend.get_window_extent().y0 for ax in figure.axes if (legend := ax.get_legend()) is not None)
+    missing = (margin_points * figure.dpi / 72 - lowest) / figure.dpi  # inches
+    if missing <= 0:
+        return
+    height = figure.get_figheight()
+    params = figure.subplotpars
+    taller = height + missing
+    figure.set_figheight(taller)
+    bottom, top = (params.bottom * height + missing) / taller, 1 - (1 - params.top) * height / taller
+    figure.subplots_adjust(bottom=bottom, top=top)
 
 
 def _check_where(ax, axes, title):
