@@ -94,14 +94,7 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         _check_output(fn_or_name, fn, x_range, n_points, dtype)
     data = measure(fn, x_range, n_points, dtype)
     name = title or (known.name if known is not None else getattr(fn, "__name__", "fn"))
-    if ax is not None:
-        figure, (ax_forward, ax_derivative) = ax.figure, (None, ax)
-    elif axes is not None:
-        figure, (ax_forward, ax_derivative) = axes[0].figure, tuple(axes)
-    else:
-        figure = DerivativeFigure(figsize=(10, 4.4))
-        figure.subplots_adjust(left=0.06, right=0.98, top=0.92, bottom=0.33, wspace=0.2)
-        ax_forward, ax_derivative = figure.subplots(1, 2)
+    figure, (ax_forward, ax_derivative), own = _panels(ax, axes)
     x = data["x"]
     slope = data["true"] if data["true"] is not None else data["backprop"]
     if ax_forward is not None:
@@ -113,9 +106,20 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         _legend_below(ax_forward)
         ax_forward.grid(alpha=0.3)
     _draw_derivatives(ax_derivative, data, known, name)
-    if ax is None and axes is None:  # a figure of our own: grow it until the legends fit below the axes
+    if own:  # a figure of our own (not the caller's): grow it until the legends fit below the axes
         _room_below(figure)
     return figure
+
+
+def _panels(ax, axes):
+    """(figure, (forward panel or None, derivative panel), whether the figure is new): the ones given, or two new."""
+    if ax is not None:
+        return ax.figure, (None, ax), False
+    if axes is not None:
+        return axes[0].figure, tuple(axes), False
+    figure = DerivativeFigure(figsize=(10, 4.4))
+    figure.subplots_adjust(left=0.06, right=0.98, top=0.92, bottom=0.33, wspace=0.2)
+    return figure, tuple(figure.subplots(1, 2)), True
 
 
 def _room_below(figure, margin_points=4):
