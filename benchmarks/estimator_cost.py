@@ -1,4 +1,8 @@
-"""Cost per training step of each discrete-latent estimator against straight-through (notebook 06)."""
+"""Cost per training step of each discrete-latent estimator against straight-through (notebook 06).
+
+Leave-one-out and DisARM decode every image twice a step: what "at equal decoder passes" in
+notebook 06 charges them for.
+"""
 
 import keras
 from ab import interleaved, ratio_cell
@@ -16,6 +20,9 @@ def main(n_train=2000, batch_size=64, pairs=5):
         "categorical gumbel_softmax": discrete("categorical", "gumbel_softmax", seed=0),
         "categorical gumbel_softmax_st": discrete("categorical", "gumbel_softmax_st", seed=0),
         "categorical score_function": discrete("categorical", "score_function", seed=0),
+        "categorical score_function_loo, 2 draws": discrete("categorical", "score_function_loo", seed=0),
+        "bernoulli score_function": discrete("bernoulli", "score_function", seed=0),
+        "bernoulli disarm (an antithetic pair)": discrete("bernoulli", "disarm", seed=0),
         "bernoulli straight_through": discrete("bernoulli", "straight_through", seed=0),
         "bernoulli gumbel_softmax_st": discrete("bernoulli", "gumbel_softmax_st", seed=0),
         "vector quantiser, 32 codes": workbook.VectorQuantizer(n_codes=32),

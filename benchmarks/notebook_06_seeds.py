@@ -5,12 +5,13 @@ seed: a conclusion is kept in the text only if it holds at all of them. The note
 at one seed, the one its Setup cell sets; tests/test_notebook_06_claims.py checks those that
 already hold after a few epochs at three seeds, at a reduced size.
 
-    python benchmarks/notebook_06_seeds.py            # seeds 0 to 3, about 2 minutes each on 2 cores
+    python benchmarks/notebook_06_seeds.py            # seeds 0 to 3, about 4 minutes each on 2 cores
 """
 
 import numpy as np
 
 import workbook
+from workbook.estimators.rate import code_rate
 from workbook.lab.bottleneck_runs import clearly_better, example_loss_spread, per_image_errors
 
 SEEDS = (0, 1, 2, 3)
@@ -63,7 +64,17 @@ def categorical_claims(seed, n_train, n_test, epochs, batch_size=64):
     losses = runs["score_function"].history["loss"]
     others = [label for label in SAMPLED if label != "score_function"]
     modes = {label: per_image_errors(runs[label].model, x_test, latent="mode") for label in SAMPLED[:2]}
+    rates = {label: code_rate(run.model, x_test) for label, run in runs.items()}
+    most_sampled = max(rates[label].information_bits + 3 * rates[label].halves_bits for label in SAMPLED)
+    quantised = rates["vector quantiser, 32 codes"]
     return {
+        "every sampled code carries under a tenth of its nominal bits": all(
+            rates[label].information_bits + 3 * rates[label].halves_bits < 0.1 * rates[label].nominal_bits
+            for label in SAMPLED
+        ),
+        "the 32-code quantiser carries more than 3 times the bits of any sampled code": quantised.information_bits
+        - 3 * quantised.halves_bits
+        > 3 * most_sampled,
         "every estimator but the score function beats the mean image": all(
             clearly_better(errors[label], mean_image) for label in runs if label != "score_function"
         ),
@@ -81,7 +92,8 @@ def categorical_claims(seed, n_train, n_test, epochs, batch_size=64):
             clearly_better(errors[label], modes[label]) for label in modes
         ),
         "figures": {label: round(float(e.mean()), 4) for label, e in {"mean image": mean_image, **errors}.items()}
-        | {f"{label}, mode": round(float(e.mean()), 4) for label, e in modes.items()},
+        | {f"{label}, mode": round(float(e.mean()), 4) for label, e in modes.items()}
+        | {f"{label}, bits carried": round(rate.information_bits, 1) for label, rate in rates.items()},
     }
 
 
@@ -111,14 +123,53 @@ def quantiser_claims(seed, n_train, n_test, epochs, batch_size=64):
     bottlenecks = {**quantisers(seed), "straight_through": categorical_bottlenecks(seed)["straight_through"]}
     runs, _, x_test = train(bottlenecks, seed, n_train, n_test, epochs, batch_size)
     plain, restarted = runs["10 codes"], runs["10 codes, restarts"]
+    restarted_rate, sampled_rate = code_rate(restarted.model, x_test), code_rate(runs["straight_through"].model, x_test)
     return {
+        "the restarted 10-code quantiser carries more than 5 times the bits of straight-through's code": (
+            restarted_rate.information_bits - 3 * restarted_rate.halves_bits
+            > 5 * (sampled_rate.information_bits + 3 * sampled_rate.halves_bits)
+        ),
         "without restarts some of the 10 codes are dead": plain.codes_used < plain.n_codes,
         "with restarts all 10 codes are used, at a higher perplexity": restarted.codes_used == restarted.n_codes
         and restarted.perplexity > plain.perplexity,
         "the restarted 10-code quantiser beats sampled straight-through": clearly_better(
             per_image_errors(restarted.model, x_test), per_image_errors(runs["straight_through"].model, x_test)
         ),
-        "figures": {"codes used without restarts": plain.codes_used},
+        "figures": {
+            "codes used without restarts": plain.codes_used,
+            "perplexity with restarts": round(restarted.perplexity, 2),
+            "bits carried with restarts": round(restarted_rate.information_bits, 1),
+        },
+    }
+
+
+def equal_passes_claims(seed, n_train, n_test, epochs, batch_size=64):
+    """{claim: held} for leave-one-out (2 draws) against the score function at equal decoder passes.
+
+    Leave-one-out decodes every image twice a step; the score function with one moving-average
+    baseline is trained for twice the epochs, so both make as many decoder passes. At classroom
+    size: 0.0399 against 0.0404 (seed 0), 0.0401 / 0.0402 (1), 0.0528 / 0.0462 (2), 0.0427 / 0.0398 (3).
+    """
+    (x_train, _), (x_test, _) = workbook.load_mnist(n_train=n_train, n_test=n_test, source="bundled", seed=seed)
+    errors = {}
+    for label, estimator, times in (("score_function", "score_function", 2), ("loo", "score_function_loo", 1)):
+        bottleneck = workbook.DiscreteBottleneck("categorical", estimator, seed=seed)
+        run = workbook.compare_bottlenecks(
+            {label: bottleneck},
+            epochs=times * epochs,
+            batch_size=batch_size,
+            x_train=x_train,
+            x_test=x_test,
+            seed=seed,
+            show=False,
+        )[label]
+        errors[label] = per_image_errors(run.model, x_test)
+    # Not a claim: at seeds 0 and 1 the two are within noise, at 2 and 3 leave-one-out is clearly
+    # better, and the notebook says so. Recorded, not checked.
+    lead = clearly_better(errors["loo"], errors["score_function"])
+    return {
+        "figures": {f"{label} at equal decoder passes": round(float(e.mean()), 4) for label, e in errors.items()}
+        | {"leave-one-out clearly better": lead},
     }
 
 
@@ -127,7 +178,7 @@ def main(seeds=SEEDS, size=None):
     size = size or CLASSROOM
     rows, failed = [], []
     for seed in seeds:
-        for measure in (categorical_claims, bit_claims, quantiser_claims):
+        for measure in (categorical_claims, bit_claims, quantiser_claims, equal_passes_claims):
             claims = measure(seed, **size)
             figures = claims.pop("figures")
             rows.append(

@@ -443,6 +443,46 @@ BAD_CALLS = {
         ["tau=nan"],
     ),
     "measure_bias_and_variance(estimator='x')": (lambda: workbook.measure_bias_and_variance("x"), ["estimator='x'"]),
+    "sample_latent(categorical, estimator='disarm')": (
+        lambda: workbook.sample_latent(np.zeros((2, 3)), "categorical", "disarm"),
+        ["latent='categorical'", "estimator='disarm'", "latent='bernoulli'"],
+    ),
+    "sample_latent(estimator='disarm', samples=3)": (
+        lambda: workbook.sample_latent(np.zeros(3), estimator="disarm", samples=3),
+        ["samples=3", "samples=None"],
+    ),
+    "DiscreteBottleneck(categorical, estimator='disarm')": (
+        lambda: workbook.DiscreteBottleneck("categorical", "disarm"),
+        ["latent='categorical'", "estimator='disarm'"],
+    ),
+    "BiasVariance.cosine(batch_size=0)": (
+        lambda: workbook.measure_bias_and_variance("straight_through", n_samples=4).cosine(0),
+        ["batch_size=0"],
+    ),
+    "rank_estimators(problems=5)": (
+        lambda: __import__("workbook.estimators.ranking").estimators.ranking.rank_estimators(5),
+        ["problems=5", "list of DiscreteProblem"],
+    ),
+    "rank_estimators(batch_size=0)": (
+        lambda: __import__("workbook.estimators.ranking").estimators.ranking.rank_estimators(
+            [workbook.make_problem()], batch_size=0
+        ),
+        ["batch_size=0"],
+    ),
+    "code_rate(batch_size=0)": (
+        lambda: __import__("workbook.estimators.rate").estimators.rate.code_rate(None, np.zeros((2, 28, 28, 1)), 0),
+        ["batch_size=0"],
+    ),
+    "code_rate(one image)": (
+        lambda: __import__("workbook.estimators.rate").estimators.rate.code_rate(None, np.zeros((1, 28, 28, 1))),
+        ["x=", "at least 2 images"],
+    ),
+    "code_rate(no bottleneck)": (
+        lambda: __import__("workbook.estimators.rate").estimators.rate.code_rate(
+            workbook.autoencoder(), np.zeros((2, 28, 28, 1))
+        ),
+        ["model=", "bottleneck"],
+    ),
     "measure_estimators(taus=[])": (lambda: workbook.measure_estimators(taus=[]), ["taus=[]"]),
     "measure_estimators(taus=[1, nan])": (lambda: workbook.measure_estimators(taus=[1.0, math.nan]), ["tau=nan"]),
     "measure_estimators(taus=0.5)": (lambda: workbook.measure_estimators(taus=0.5), ["taus=0.5"]),

@@ -17,6 +17,7 @@ from workbook.estimators.bias_variance import (
     single_sample_gradients,
 )
 from workbook.estimators.layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
+from workbook.estimators.ranking import clearly_smaller_error, rank_estimators, summarise_ranking
 from workbook.estimators.sampling import ESTIMATORS, sample_latent
 
 
@@ -312,6 +313,118 @@ def test_leave_one_out_estimate_is_the_kool_et_al_formula_on_given_draws():
     np.testing.assert_allclose(baseline.numpy(), [(f.sum() - f[k]) / 2 for k in range(3)], rtol=1e-6)
 
 
+# --- DisARM (Dong, Mnih and Tucker 2020), the cosine, and comparisons at equal evaluations ----
+
+
+def test_disarm_pair_is_antithetic_and_its_estimate_is_the_papers_formula_on_given_draws():
+    # (f(b) - f(b~)) / 2 * (b - b~) * sigmoid(|logit|), with b = 1[u < p] and b~ = 1[1 - u < p]
+    logits = tf.Variable([0.4, -1.3, 2.0, 0.0, -0.2])
+    weights = tf.constant([1.0, -2.0, 0.5, 3.0, -1.0])
+    with tf.GradientTape() as tape:
+        z, log_prob = sample_latent(logits, "bernoulli", "disarm", seed=3)
+        losses = (tf.reduce_sum(z * weights, axis=1) - 0.7) ** 2
+        baseline = workbook.estimators.sampling.leave_one_out_baseline(losses)
+        term = tf.reduce_mean(tf.stop_gradient(losses - baseline)[:, None] * log_prob, axis=0)
+        term = tf.reduce_sum(term)
+    b, other = z.numpy()
+    f = losses.numpy()
+    expected = (f[0] - f[1]) / 2 * (b - other) * sigmoid(np.abs(logits.numpy()))
+    np.testing.assert_allclose(tape.gradient(term, logits).numpy(), expected, rtol=1e-5, atol=1e-7)
+    # the value is the log-probability of each draw
+    p = sigmoid(logits.numpy())
+    np.testing.assert_allclose(log_prob.numpy(), np.log(np.where(z.numpy() == 1, p, 1 - p)), rtol=1e-5)
+    # antithetic: with u uniform, b = 1[u > 1 - p] and b~ = 1[u < p]; both 1 needs u > 1 - p and u < p
+    tiled = tf.constant(np.tile([0.3, -0.8], (20_000, 1)))
+    pairs = sample_latent(tiled, "bernoulli", "disarm", seed=5)[0].numpy()
+    both, p = np.mean(pairs[0] * pairs[1], axis=0), sigmoid(np.array([0.3, -0.8]))
+    expected_both = np.maximum(2 * p - 1, 0)
+    assert np.all(np.abs(both - expected_both) < 5 * np.sqrt(np.maximum(p * (1 - p), 0.01) / 20_000))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_disarm_is_unbiased_and_has_less_variance_than_leave_one_out_at_two_evaluations(seed):
+    problem = make_problem("bernoulli", seed=seed)
+    disarm = measure_bias_and_variance("disarm", problem, n_samples=8000, seed=seed + 10)
+    loo = measure_bias_and_variance("score_function_loo", problem, n_samples=8000, seed=seed + 10)
+    assert disarm.evaluations == loo.evaluations == 2 and disarm.label == "disarm"
+    assert np.all(np.abs(disarm.bias) <= 4.5 * disarm.standard_error), disarm.bias / disarm.standard_error
+    margin = 3 * np.hypot(disarm.variance_standard_error, loo.variance_standard_error)
+    assert disarm.variance + margin < loo.variance, (disarm.variance, loo.variance, margin)
+
+
+def test_disarm_is_refused_for_categorical_latents_and_other_sample_counts():
+    with pytest.raises(ValueError, match="latent='categorical' with estimator='disarm'"):
+        sample_latent(np.zeros((2, 3)), "categorical", "disarm")
+    with pytest.raises(ValueError, match="latent='categorical' with estimator='disarm'"):
+        DiscreteBottleneck("categorical", "disarm")
+    with pytest.raises(ValueError, match="samples=3, but DisARM draws exactly one antithetic pair"):
+        sample_latent(np.zeros(3), "bernoulli", "disarm", samples=3)
+    with pytest.raises(ValueError, match="latent='categorical' with estimator='disarm'"):
+        measure_bias_and_variance("disarm", make_problem("categorical", n_latents=2))
+
+
+def test_cosine_is_the_mean_cosine_of_groups_of_estimates_with_the_exact_gradient():
+    result = measure_bias_and_variance("score_function", make_problem(n_latents=4), n_samples=400, seed=1)
+    estimates, exact = result.estimates.reshape(400, -1), result.exact.ravel()
+
+    def cosines(group):
+        means = estimates.reshape(-1, group, estimates.shape[1]).mean(axis=1)
+        return means @ exact / np.linalg.norm(means, axis=1) / np.linalg.norm(exact)
+
+    assert result.cosine() == pytest.approx((cosines(1).mean(), cosines(1).std(ddof=1) / np.sqrt(400)))
+    assert result.cosine(8)[0] == pytest.approx(cosines(8).mean())
+    loo = measure_bias_and_variance("score_function_loo", make_problem(n_latents=4), n_samples=400, seed=1)
+    assert loo.cosine(8, equal_evaluations=True)[0] == pytest.approx(loo.cosine(4)[0])  # half as many estimates
+    with pytest.raises(ValueError, match="batch_size=1000"):
+        result.cosine(1000)
+
+
+def test_equal_evaluations_charge_two_evaluation_estimators_twice_the_variance():
+    loo = measure_bias_and_variance("score_function_loo", make_problem(n_latents=4), n_samples=400, seed=1)
+    assert loo.gradient_error(10, equal_evaluations=True) == pytest.approx(loo.squared_bias + 2 * loo.variance / 10)
+    assert loo.gradient_error(10, equal_evaluations=True) == pytest.approx(loo.gradient_error(5))
+    problems = [make_problem(n_latents=3, seed=s) for s in (0, 1)]
+    rankings = rank_estimators(problems, batch_size=16, n_samples=200, seed=0)
+    assert len(rankings) == 2
+    for ranking in rankings:
+        errors = [r.gradient_error(16, equal_evaluations=True) for r in ranking]
+        assert errors == sorted(errors) and len(ranking) == 14
+    summary = summarise_ranking(rankings[0], batch_size=16)
+    straight = next(r for r in rankings[0] if r.estimator == "straight_through")
+    assert rankings[0][summary.rank - 1] is straight and summary.n_estimators == 14
+    assert summary.beaten_by == sum(clearly_smaller_error(r, straight, 16) for r in rankings[0])
+    loo = next(r for r in rankings[0] if r.estimator == "score_function_loo")
+    score = next(r for r in rankings[0] if r.estimator == "score_function")
+    assert summary.leave_one_out_per_evaluation[0] == pytest.approx(2 * loo.variance / score.variance)
+    with pytest.raises(ValueError, match="problems="):
+        rank_estimators(problems[0])
+
+
+def test_disarm_model_trains_with_its_pair_and_its_gradient_is_the_papers_formula(digits):
+    x_train, _ = digits
+    x = x_train[:16]
+    model = workbook.autoencoder(DiscreteBottleneck("bernoulli", "disarm", seed=0))
+    assert isinstance(model, ScoreFunctionAutoencoder)
+    layer = model.get_layer("bottleneck")
+    assert layer.samples == 2 and "disarm" in repr(layer)
+    encoder, decoder = keras.Sequential(model.layers[:2]), keras.Sequential(model.layers[3:])
+    with tf.GradientTape(persistent=True) as tape:
+        logits = encoder(x)
+        codes, log_prob = layer.sample(logits)
+        losses = tf.reduce_mean((decoder(codes) - tf.concat([x, x], axis=0)) ** 2, axis=[1, 2, 3])
+        term = layer.score_function_loss(losses, log_prob)
+        pair = tf.reshape(codes, (2, 16, *logits.shape[1:]))
+        f = tf.stop_gradient(tf.reshape(losses, (2, 16)))
+        slope = tf.stop_gradient((f[0] - f[1])[:, None, None, None] / 2 * (pair[0] - pair[1]))
+        manual = tf.reduce_sum(slope * tf.stop_gradient(tf.sigmoid(tf.abs(logits))) * logits) / 16
+    kernel = model.get_layer("encoder").kernel
+    np.testing.assert_allclose(
+        tape.gradient(term, kernel).numpy(), tape.gradient(manual, kernel).numpy(), rtol=1e-4, atol=1e-8
+    )
+    history = model.fit(x_train[:128], x_train[:128], epochs=1, batch_size=64, verbose=0)
+    assert np.isfinite(history.history["loss"][0]) and float(layer.baseline.numpy()) == 0
+
+
 def test_samples_adds_a_first_axis_of_independent_draws():
     logits = np.zeros((4, 5))
     z, log_prob = sample_latent(logits, "bernoulli", "straight_through", samples=3, seed=1)
@@ -339,7 +452,10 @@ def test_measure_estimators_covers_every_estimator_and_every_tau():
         "gumbel_softmax_st (tau=1)",
         "score_function",
         "score_function_loo (2 samples)",
+        "disarm",
     ]
+    categorical = workbook.measure_estimators(make_problem("categorical", n_latents=2), taus=(1.0,), n_samples=50)
+    assert "disarm" not in [r.estimator for r in categorical]  # DisARM is for bits only
     figure = workbook.plot_bias_variance(results, batch_size=16)
     assert len(figure.axes) == 3 and all(ax.get_xscale() == "log" for ax in figure.axes)
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["0.5", "1"]  # tau on the axis, legible
@@ -482,6 +598,7 @@ TRAINING_CASES = {
     "categorical score_function": (lambda: DiscreteBottleneck("categorical", "score_function", seed=0), 10),
     "categorical score_function_loo": (lambda: DiscreteBottleneck("categorical", "score_function_loo", seed=0), 5),
     "bernoulli score_function_loo": (lambda: DiscreteBottleneck("bernoulli", "score_function_loo", seed=0), 6),
+    "bernoulli disarm": (lambda: DiscreteBottleneck("bernoulli", "disarm", seed=0), 6),
     "bernoulli gumbel_softmax_st": (lambda: DiscreteBottleneck("bernoulli", "gumbel_softmax_st", seed=0), 5),
     "vector quantiser": (lambda: VectorQuantizer(n_codes=32), 5),
     "vector quantiser, 10 codes restarted": (lambda: VectorQuantizer(n_codes=10, restart_after=5), 5),
@@ -530,8 +647,16 @@ def test_plain_models_keep_the_relu_encoder_and_sequential_class():
         lambda: VectorQuantizer(n_codes=8, commitment=0.5),
         lambda: DiscreteBottleneck("bernoulli", "score_function_loo", samples=3, seed=3, test_latent="mode"),
         lambda: VectorQuantizer(n_codes=8, restart_after=2),
+        lambda: DiscreteBottleneck("bernoulli", "disarm", seed=3, test_latent="mode"),
     ],
-    ids=["score_function", "gumbel_softmax", "vector_quantiser", "score_function_loo", "restarting_quantiser"],
+    ids=[
+        "score_function",
+        "gumbel_softmax",
+        "vector_quantiser",
+        "score_function_loo",
+        "restarting_quantiser",
+        "disarm",
+    ],
 )
 def test_saves_and_loads_in_safe_mode_and_keeps_training(bottleneck, digits, tmp_path):
     x_train, x_test = digits
@@ -631,3 +756,43 @@ def test_compare_bottlenecks_reports_codebook_usage_only_for_a_codebook(digits):
     assert (runs["vq"].codes_used, runs["vq"].n_codes) == (model.get_layer("bottleneck").usage(inputs)[0], 8)
     assert 1 <= runs["vq"].perplexity <= runs["vq"].codes_used
     assert runs["st"].codes_used is None and runs["st"].perplexity is None
+
+
+# --- how many bits a code carries: code_rate ------------------------------------------------
+
+
+def test_code_rate_of_a_code_that_ignores_the_image_is_zero_and_all_noise(digits):
+    from workbook.estimators.rate import code_rate
+
+    model = workbook.autoencoder(DiscreteBottleneck("categorical", "straight_through", seed=0))
+    encoder = model.get_layer("encoder")
+    encoder.set_weights([np.zeros_like(w) for w in encoder.get_weights()])  # logits 0: uniform, whatever the image
+    rate = code_rate(model, digits[1])
+    assert rate.nominal_bits == pytest.approx(196 * np.log2(10))
+    assert rate.information_bits == pytest.approx(0, abs=1e-9) and rate.noise_bits == pytest.approx(rate.nominal_bits)
+    assert not rate.deterministic and rate.halves_bits == pytest.approx(0, abs=1e-9)
+
+
+def test_code_rate_is_the_sum_over_positions_of_the_mutual_information_written_out(digits):
+    from workbook.estimators.rate import code_rate
+
+    x = digits[1][:40]
+    model = workbook.autoencoder(DiscreteBottleneck("bernoulli", "straight_through", seed=0), seed=3)
+    logits = keras.Sequential(model.layers[:2])(x).numpy().reshape(40, -1)
+    p = sigmoid(logits)
+
+    def entropy(q):
+        return -(q * np.log2(np.where(q > 0, q, 1)) + (1 - q) * np.log2(np.where(q < 1, 1 - q, 1)))
+
+    expected = np.sum(entropy(p.mean(axis=0)) - entropy(p).mean(axis=0))
+    rate = code_rate(model, x)
+    assert rate.information_bits == pytest.approx(expected, rel=1e-5)
+    assert rate.nominal_bits == logits.shape[1]
+    # a codebook: deterministic, the bound is the entropy of each position's code over the images
+    quantiser = workbook.autoencoder(VectorQuantizer(n_codes=4, seed=0), seed=3)
+    codes = quantiser.get_layer("bottleneck").nearest_codes(keras.Sequential(quantiser.layers[:2])(x)).numpy()
+    codes = codes.reshape(40, -1)
+    frequencies = np.stack([(codes == k).mean(axis=0) for k in range(4)], axis=-1)
+    expected = -np.sum(frequencies * np.log2(np.where(frequencies > 0, frequencies, 1)))
+    rate = code_rate(quantiser, x)
+    assert rate.deterministic and rate.noise_bits == 0 and rate.information_bits == pytest.approx(expected, rel=1e-6)

@@ -106,8 +106,13 @@ def test_the_comparisons_that_separate_early_hold_at_three_seeds(seed):
         "the 32-code quantiser beats every sampled code",
         "the score function is the slowest sampled code",
         "straight-through Gumbel-softmax beats the soft one",
+        "every sampled code carries under a tenth of its nominal bits",
+        "the 32-code quantiser carries more than 3 times the bits of any sampled code",
     ):
         assert categorical[claim], (claim, seed, categorical["figures"])
+    quantised = seeds_check.quantiser_claims(seed, **REDUCED)
+    claim = "the restarted 10-code quantiser carries more than 5 times the bits of straight-through's code"
+    assert quantised[claim], (claim, seed, quantised["figures"])
     bits = seeds_check.bit_claims(seed, **REDUCED)
     for claim in (
         "the per-example baseline beats the shared one",

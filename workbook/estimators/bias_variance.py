@@ -17,7 +17,9 @@ import numpy as np
 from workbook.core.arguments import check_count, check_seed, is_number, is_whole_number, refuse
 from workbook.core.gradients import value_and_gradient
 from workbook.estimators.sampling import (
+    BERNOULLI_ONLY,
     ESTIMATORS,
+    LEAVE_ONE_OUT,
     check_estimator,
     check_samples,
     check_tau,
@@ -25,7 +27,13 @@ from workbook.estimators.sampling import (
     sample_latent,
 )
 
-__all__ = ["DiscreteProblem", "make_problem", "BiasVariance", "measure_bias_and_variance", "measure_estimators"]
+__all__ = [
+    "DiscreteProblem",
+    "make_problem",
+    "BiasVariance",
+    "measure_bias_and_variance",
+    "measure_estimators",
+]
 
 #: Most outcomes :class:`DiscreteProblem` will list to compute the exact gradient.
 MAX_OUTCOMES = 4096
@@ -250,9 +258,12 @@ class BiasVariance:
     variance_standard_error : float
         The standard error of ``variance`` itself, from the spread of the squared deviations.
     samples : int
-        Loss evaluations per estimate: 1, or the draws per example of ``"score_function_loo"``.
+        Loss evaluations per estimate: 1, or the draws per example of ``"score_function_loo"``
+        and ``"disarm"`` (2).
     baseline : str
         The score function's baseline (``"-"`` for the others).
+    estimates : numpy.ndarray or None
+        The estimates themselves, shape (n_samples, *exact.shape), for :meth:`cosine`.
     """
 
     estimator: str
@@ -268,12 +279,13 @@ class BiasVariance:
     variance_standard_error: float = 0.0
     samples: int = 1
     baseline: str = "-"
+    estimates: np.ndarray = field(default=None, repr=False)
 
     @property
     def label(self):
         if self.tau is not None:
             return f"{self.estimator} (tau={self.tau:g})"
-        if self.samples > 1:
+        if self.samples > 1 and self.estimator != "disarm":
             return f"{self.estimator} ({self.samples} samples)"
         return self.estimator
 
@@ -287,18 +299,48 @@ class BiasVariance:
         """True when ``bias_norm`` is more than twice the noise floor: a bias these samples can see."""
         return self.bias_norm > 2 * self.noise_floor
 
-    def gradient_error(self, batch_size):
+    @property
+    def evaluations(self):
+        """Loss evaluations (decoder passes, in a model) one estimate costs: ``samples``."""
+        return self.samples
+
+    def gradient_error(self, batch_size, equal_evaluations=False):
         """Expected squared error of the mean of ``batch_size`` estimates: ``|bias|^2 + variance / batch_size``.
 
         Introduced in 06_beyond_straight_through.ipynb: what a training step with that batch
         gets wrong. ``|bias|^2`` is taken without the part the noise adds to it
-        (``|mean - exact|^2 - variance / n_samples``, not below 0).
+        (``|mean - exact|^2 - variance / n_samples``, not below 0). With
+        ``equal_evaluations=True`` the budget is ``batch_size`` loss evaluations, not estimates:
+        an estimator that evaluates the loss twice averages half as many,
+        ``|bias|^2 + variance * evaluations / batch_size``.
         """
-        return self.squared_bias + self.variance / batch_size
+        return self.squared_bias + self.variance * self._cost(equal_evaluations) / batch_size
 
-    def gradient_error_standard_error(self, batch_size):
+    def gradient_error_standard_error(self, batch_size, equal_evaluations=False):
         """About how far :meth:`gradient_error` may be off from measuring noise alone."""
-        return float(np.hypot(2 * self.bias_norm * self.noise_floor, self.variance_standard_error / batch_size))
+        spread = self.variance_standard_error * self._cost(equal_evaluations) / batch_size
+        return float(np.hypot(2 * self.bias_norm * self.noise_floor, spread))
+
+    def _cost(self, equal_evaluations):
+        return self.evaluations if equal_evaluations else 1
+
+    def cosine(self, batch_size=1, equal_evaluations=False):
+        """(mean, standard error) of the cosine between the mean of ``batch_size`` estimates and the exact gradient.
+
+        Introduced in 06_beyond_straight_through.ipynb: 1 is the exact direction, 0 a direction
+        unrelated to it, and a step along the estimate goes downhill when it is positive. The
+        estimates are split into groups of ``batch_size`` (``batch_size / evaluations`` with
+        ``equal_evaluations=True``, at least 1); the standard error is that of the mean over groups.
+        """
+        if self.estimates is None:
+            refuse("estimates", None, "the estimates of measure_bias_and_variance, which keeps them", "cosine")
+        check_count("batch_size", batch_size, high=self.n_samples // 2, owner="BiasVariance.cosine")
+        group = max(int(batch_size) // self._cost(equal_evaluations), 1)
+        usable = self.n_samples - self.n_samples % group
+        means = self.estimates[:usable].reshape(usable // group, group, -1).mean(axis=1)
+        exact = self.exact.reshape(-1)
+        cosines = means @ exact / (np.linalg.norm(means, axis=1) * np.linalg.norm(exact) + 1e-300)
+        return float(cosines.mean()), float(cosines.std(ddof=1) / np.sqrt(len(cosines)))
 
     @property
     def squared_bias(self):
@@ -318,17 +360,18 @@ def single_sample_gradients(
     estimate stays unbiased; ``baseline_decay=None`` uses none. ``baseline`` replaces it by a
     constant, or by ``"batch_mean"``: the mean loss of the group of ``samples`` consecutive
     estimates that includes the estimate's own sample (biased, for the lesson).
-    ``"score_function_loo"`` averages ``samples`` draws per estimate, each baselined by the others.
+    ``"score_function_loo"`` averages ``samples`` draws per estimate, each baselined by the others;
+    ``"disarm"`` is written the same way over its antithetic pair.
     """
     import tensorflow as tf
     from keras import ops
 
     logits = tf.constant(np.broadcast_to(problem.logits, (n_samples,) + problem.logits.shape), tf.float64)
-    draws = check_samples(samples, estimator) if estimator == "score_function_loo" else None
+    draws = check_samples(samples, estimator) if estimator in LEAVE_ONE_OUT else None
 
     def objective(logits):
         z, log_prob = sample_latent(logits, problem.latent, estimator, tau=tau, seed=seed, samples=draws)
-        if estimator == "score_function_loo":
+        if estimator in LEAVE_ONE_OUT:
             losses = ops.reshape(problem.loss(ops.reshape(z, (-1, *problem.logits.shape))), (draws, n_samples))
             log_prob = ops.sum(ops.reshape(log_prob, (draws, n_samples, -1)), axis=2)
             advantage = ops.stop_gradient(losses - leave_one_out_baseline(losses))
@@ -402,8 +445,8 @@ def measure_bias_and_variance(
     Parameters
     ----------
     estimator : one of ``workbook.estimators.sampling.ESTIMATORS``
-        ``"straight_through"``, ``"gumbel_softmax"``, ``"gumbel_softmax_st"``, ``"score_function"``
-        or ``"score_function_loo"``.
+        ``"straight_through"``, ``"gumbel_softmax"``, ``"gumbel_softmax_st"``, ``"score_function"``,
+        ``"score_function_loo"`` or ``"disarm"`` (Bernoulli problems only).
     problem : DiscreteProblem, optional
         Default: ``make_problem()``, 6 Bernoulli latents.
     n_samples : int
@@ -428,12 +471,15 @@ def measure_bias_and_variance(
     check_seed(seed, owner="measure_bias_and_variance")
     problem = make_problem() if problem is None else problem
     check_measurement(n_samples, baseline_decay, baseline, problem)
+    check_estimator(estimator, problem.latent, owner="measure_bias_and_variance")
     if samples is not None:
         check_samples(samples, "score_function_loo", owner="measure_bias_and_variance")
     gradients = single_sample_gradients(
         problem, estimator, int(n_samples), tau, baseline_decay, seed, baseline, samples
     )
-    return summarise(estimator, tau, gradients, problem.exact_gradient(), samples, baseline, baseline_decay)
+    result = summarise(estimator, tau, gradients, problem.exact_gradient(), samples, baseline, baseline_decay)
+    result.estimates = gradients
+    return result
 
 
 def summarise(estimator, tau, gradients, exact, samples, baseline, baseline_decay):
@@ -449,7 +495,7 @@ def summarise(estimator, tau, gradients, exact, samples, baseline, baseline_deca
         described = "none" if described is None else described
         described = f"{described:.3g}" if isinstance(described, numbers.Number) else str(described)
     else:
-        described = "leave one out" if estimator == "score_function_loo" else "-"
+        described = {"score_function_loo": "leave one out", "disarm": "the antithetic pair"}.get(estimator, "-")
     return BiasVariance(
         estimator,
         tau if estimator.startswith("gumbel") else None,
@@ -462,7 +508,7 @@ def summarise(estimator, tau, gradients, exact, samples, baseline, baseline_deca
         spread / np.sqrt(n_samples),
         float(np.sqrt(variance / n_samples)),
         float(np.std(squared_deviations, ddof=1) / np.sqrt(n_samples)),
-        check_samples(samples, estimator) if estimator == "score_function_loo" else 1,
+        check_samples(samples, estimator) if estimator in LEAVE_ONE_OUT else 1,
         described,
     )
 
@@ -474,7 +520,8 @@ def measure_estimators(
 
     Introduced in 06_beyond_straight_through.ipynb. Every measurement uses the same noise
     (``seed``), so differences between temperatures are not sampling luck. ``samples`` is
-    the leave-one-out score function's draws per example.
+    the leave-one-out score function's draws per example. DisARM (2 antithetic draws) is
+    measured on Bernoulli problems only.
 
     Returns
     -------
@@ -486,10 +533,15 @@ def measure_estimators(
         check_tau(tau, owner="measure_estimators")
     problem = make_problem() if problem is None else problem
     results = []
-    for estimator in ESTIMATORS:
+    for estimator in estimators_for(problem.latent):
         for tau in taus if estimator.startswith("gumbel") else (1.0,):
             draws = samples if estimator == "score_function_loo" else None
             results.append(
                 measure_bias_and_variance(estimator, problem, n_samples, tau, baseline_decay, seed, samples=draws)
             )
     return results
+
+
+def estimators_for(latent):
+    """The estimators that apply to a ``latent`` ("bernoulli" or "categorical"): DisARM only to bits."""
+    return [estimator for estimator in ESTIMATORS if latent == "bernoulli" or estimator not in BERNOULLI_ONLY]

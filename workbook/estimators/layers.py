@@ -16,6 +16,7 @@ from keras import ops
 
 from workbook.core.arguments import check_seed, is_number, is_whole_number, refuse
 from workbook.estimators.sampling import (
+    LEAVE_ONE_OUT,
     SCORE_FUNCTIONS,
     check_estimator,
     check_samples,
@@ -40,7 +41,8 @@ class DiscreteBottleneck(keras.layers.Layer):
     Gumbel-softmax soft and straight-through (Jang, Gu and Poole 2017; Maddison, Mnih
     and Teh 2017), and the score function, REINFORCE, with a moving-average baseline
     (Williams 1992) or with ``samples`` draws per example, each baselined by the others
-    (``"score_function_loo"``, Kool, van Hoof and Welling 2019). The score functions need
+    (``"score_function_loo"``, Kool, van Hoof and Welling 2019), and for bits DisARM, an
+    antithetic pair per example (``"disarm"``, Dong, Mnih and Tucker 2020). These need
     each example's loss, so a model with one trains through :class:`ScoreFunctionAutoencoder`
     (``workbook.autoencoder`` picks it).
 
@@ -48,14 +50,17 @@ class DiscreteBottleneck(keras.layers.Layer):
     ----------
     latent : {"bernoulli", "categorical"}
         One bit per input value, or one class per position among the last axis (one-hot output).
-    estimator : {"straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_function", "score_function_loo"}
+    estimator : str
+        One of ``"straight_through"``, ``"gumbel_softmax"``, ``"gumbel_softmax_st"``,
+        ``"score_function"``, ``"score_function_loo"`` or ``"disarm"`` (Bernoulli only).
     tau : float
         Gumbel-softmax temperature.
     baseline_decay : float in [0, 1)
         The score function's baseline follows each batch's mean loss with this decay.
     samples : int or None
-        Draws per example while training with ``"score_function_loo"`` (default 2, at least 2);
-        the decoder sees each draw, so a step costs about ``samples`` times as much.
+        Draws per example while training with ``"score_function_loo"`` (default 2, at least 2;
+        ``"disarm"``: its pair, 2); the decoder sees each draw, so a step costs about ``samples``
+        times as much.
     seed : int or None
         For the sampling noise.
     test_latent : {"sample", "mode"}
@@ -86,10 +91,10 @@ class DiscreteBottleneck(keras.layers.Layer):
     ):
         check_estimator(estimator, latent, owner="DiscreteBottleneck")
         samples = check_samples(samples, estimator, owner="DiscreteBottleneck")
-        if samples > 1 and estimator != "score_function_loo":
+        if samples > 1 and estimator not in LEAVE_ONE_OUT:
             raise ValueError(
                 f"DiscreteBottleneck: samples={samples!r} draws per example are used only by "
-                f"estimator='score_function_loo' (got {estimator!r}); leave samples=None."
+                f"estimator='score_function_loo' or 'disarm' (got {estimator!r}); leave samples=None."
             )
         if test_latent not in ("sample", "mode"):
             raise ValueError(
@@ -143,10 +148,11 @@ class DiscreteBottleneck(keras.layers.Layer):
     def score_function_loss(self, example_losses, log_prob):
         """A term whose gradient is the score-function estimate: mean of (loss - baseline) * grad log p.
 
-        The baseline is the moving average, or for ``"score_function_loo"`` the mean loss of the
-        example's other draws (``example_losses`` and ``log_prob`` stacked as :meth:`sample` does).
+        The baseline is the moving average, or for ``"score_function_loo"`` and ``"disarm"`` the mean
+        loss of the example's other draws (``example_losses`` and ``log_prob`` stacked as :meth:`sample`
+        does); DisARM's ``log_prob`` then carries its own gradient (see ``workbook.sample_latent``).
         """
-        if self.estimator == "score_function_loo":
+        if self.estimator in LEAVE_ONE_OUT:
             losses = ops.reshape(example_losses, (self.samples, -1))
             baseline = ops.reshape(leave_one_out_baseline(losses), ops.shape(example_losses))
         else:
@@ -156,7 +162,7 @@ class DiscreteBottleneck(keras.layers.Layer):
 
     def update_baseline(self, example_losses):
         """Move the moving-average baseline toward this batch's mean loss (after the step that used it)."""
-        if self.estimator == "score_function_loo":
+        if self.estimator in LEAVE_ONE_OUT:
             return
         decay = self.baseline_decay
         self.baseline.assign(decay * self.baseline + (1.0 - decay) * ops.mean(ops.stop_gradient(example_losses)))
@@ -178,7 +184,7 @@ class DiscreteBottleneck(keras.layers.Layer):
 
     def __repr__(self):
         tau = f", tau={self.tau:g}" if self.estimator.startswith("gumbel") else ""
-        samples = f", samples={self.samples}" if self.samples > 1 else ""
+        samples = f", samples={self.samples}" if self.samples > 1 and self.estimator != "disarm" else ""
         return f"<DiscreteBottleneck({self.latent!r}, {self.estimator!r}{tau}{samples}) name={self.name!r}>"
 
 
@@ -329,7 +335,7 @@ class ScoreFunctionAutoencoder(keras.Sequential):
     Each step samples the latent, computes each example's mean squared error, and
     minimises ``loss + mean(stop_gradient(example_loss - baseline) * log p(latent))``:
     the decoder gets its ordinary gradient, the encoder the REINFORCE estimate
-    (Williams 1992). A bottleneck with several draws per example (``"score_function_loo"``)
+    (Williams 1992). A bottleneck with several draws per example (``"score_function_loo"``, ``"disarm"``)
     stacks them along the batch; the targets are repeated to match, so the decoder learns
     from every draw. The reported ``loss`` is the mean squared error alone.
     """

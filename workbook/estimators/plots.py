@@ -18,6 +18,7 @@ _COLORS = {
     "gumbel_softmax_st": PALETTE["sky blue"],
     "score_function": PALETTE["vermillion"],
     "score_function_loo": PALETTE["black"],
+    "disarm": PALETTE["bluish green"],
 }
 
 
@@ -26,9 +27,11 @@ def plot_bias_variance(results, batch_size=64, title="One-sample gradient estima
 
     Introduced in 06_beyond_straight_through.ipynb. Three panels share the tau axis (log):
     the bias (length of mean estimate - exact gradient) with its noise floor as an error bar,
-    the variance of one estimate, and ``|bias|^2 + variance / batch_size``, the expected
-    squared error of the mean gradient of a batch. The Gumbel-softmax estimators are lines
-    over tau; the others, which have no tau, are dashed horizontal lines. A hollow marker is
+    the variance of one estimate, and ``|bias|^2 + variance * evaluations / batch_size``, the
+    expected squared error of a step's mean gradient over ``batch_size`` loss evaluations (an
+    estimator that evaluates the loss twice, leave-one-out or DisARM, averages half as many).
+    The Gumbel-softmax estimators are lines over tau; the others, which have no tau, are
+    dashed horizontal lines. A hollow marker is
     a bias within twice its noise floor: not resolved by this many samples.
 
     Parameters
@@ -36,7 +39,7 @@ def plot_bias_variance(results, batch_size=64, title="One-sample gradient estima
     results : list of BiasVariance
         From :func:`workbook.measure_estimators` or :func:`workbook.measure_bias_and_variance`.
     batch_size : int
-        The batch whose mean gradient the third panel scores (1 to 1,000,000).
+        The loss evaluations whose mean gradient the third panel scores (1 to 1,000,000).
     title : str
 
     Returns
@@ -91,7 +94,10 @@ def _panels(batch_size):
     return (
         ("bias  |mean - exact|", lambda r: r.bias_norm),
         ("variance of one estimate", lambda r: r.variance),
-        (f"error of a batch's mean, B = {batch_size}\n|bias|² + variance / B", lambda r: r.gradient_error(batch_size)),
+        (
+            f"error of a step of B = {batch_size} loss evaluations\n|bias|² + variance × evaluations / B",
+            lambda r: r.gradient_error(batch_size, equal_evaluations=True),
+        ),
     )
 
 
@@ -169,4 +175,6 @@ def _unresolved_entry():
 def label_of(results, estimator):
     """The legend's name for an estimator: with its draws per example when it has several."""
     draws = max(r.samples for r in results if r.estimator == estimator)
+    if estimator == "disarm":
+        return "disarm (an antithetic pair per example)"
     return f"{estimator} ({draws} draws per example)" if draws > 1 else estimator

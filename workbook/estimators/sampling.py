@@ -34,6 +34,15 @@ one, with its own trade-off:
     Welling 2019, "Buy 4 REINFORCE samples, get a baseline for free!"). The
     baseline depends on the example, not on the draw it corrects: unbiased, and
     the per-example baseline removes the spread of the loss between examples.
+``disarm``
+    Bernoulli only. Two *antithetic* draws per example, ``b = 1[u > 1 - p]`` and
+    ``b~ = 1[u < p]`` from the same uniform ``u``, and for bit i the estimate
+    ``(f(b) - f(b~)) / 2 * (b_i - b~_i) * sigmoid(|logit_i|)`` (Dong, Mnih and Tucker 2020,
+    "DisARM: an antithetic gradient estimator for binary latent variables", NeurIPS,
+    arXiv:2006.10680). Unbiased, with 2 loss evaluations like leave-one-out over 2 draws, and
+    usually less variance: the pair disagrees only on the bits the noise leaves uncertain.
+    It is written as leave-one-out over the pair, whose ``log_prob`` has the value of the
+    log-probability and the gradient ``(b - b~) * sigmoid(|logit|) / 2``.
 
 Every function uses ``keras.ops`` and works eagerly, in ``tf.function`` and in a layer.
 """
@@ -52,10 +61,23 @@ __all__ = [
 ]
 
 #: The estimator names :func:`sample_latent` understands.
-ESTIMATORS = ("straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_function", "score_function_loo")
+ESTIMATORS = (
+    "straight_through",
+    "gumbel_softmax",
+    "gumbel_softmax_st",
+    "score_function",
+    "score_function_loo",
+    "disarm",
+)
 
 #: The estimators whose gradient comes from ``log_prob`` instead of through ``z``.
-SCORE_FUNCTIONS = ("score_function", "score_function_loo")
+SCORE_FUNCTIONS = ("score_function", "score_function_loo", "disarm")
+
+#: The estimators that baseline each draw by the example's other draws (the loss of each draw is needed).
+LEAVE_ONE_OUT = ("score_function_loo", "disarm")
+
+#: The estimators that exist for Bernoulli latents only.
+BERNOULLI_ONLY = ("disarm",)
 
 #: The kinds of latent: one bit per logit, or one of ``logits.shape[-1]`` classes.
 LATENTS = ("bernoulli", "categorical")
@@ -75,6 +97,11 @@ def check_estimator(estimator, latent="bernoulli", owner="sample_latent"):
             f"{owner}: latent={latent!r} is not known; use 'bernoulli' (one bit per "
             f"logit) or 'categorical' (one class along the last axis)."
         )
+    if estimator in BERNOULLI_ONLY and latent != "bernoulli":
+        raise ValueError(
+            f"{owner}: latent={latent!r} with estimator={estimator!r}: DisARM is for Bernoulli latents only; "
+            f"use latent='bernoulli', or estimator='score_function_loo' for a categorical latent."
+        )
 
 
 def check_tau(tau, owner="sample_latent"):
@@ -87,10 +114,15 @@ def check_tau(tau, owner="sample_latent"):
 
 
 def check_samples(samples, estimator, owner="sample_latent"):
-    """Draws per example as an int (None: 1, or 2 for ``"score_function_loo"``), or a ValueError."""
-    least = 2 if estimator == "score_function_loo" else 1
+    """Draws per example as an int (None: 1, or 2 for ``"score_function_loo"`` and ``"disarm"``), or a ValueError."""
+    least = 2 if estimator in LEAVE_ONE_OUT else 1
     if samples is None:
         return least
+    if estimator == "disarm" and not (is_whole_number(samples) and samples == 2):
+        raise ValueError(
+            f"{owner}: samples={samples!r}, but DisARM draws exactly one antithetic pair per example; "
+            f"leave samples=None (or 2)."
+        )
     if not is_whole_number(samples, low=least, high=1024):
         raise ValueError(
             f"{owner}: samples={samples!r} must be a whole number from {least} to 1024"
@@ -149,6 +181,9 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
         ``"gumbel_softmax"``). ``log_prob`` is the log-probability of the hard sample, per
         bit (Bernoulli) or per row (categorical), differentiable with respect to
         ``logits``. Only the score functions need it; their ``z`` carries no gradient.
+        For ``"disarm"`` the two draws are an antithetic pair, and ``log_prob``'s gradient
+        is DisARM's, not the score's: weighted by the leave-one-out advantages
+        (:func:`leave_one_out_baseline`) and averaged over the pair, it gives DisARM's estimate.
     """
     import keras
     from keras import ops
@@ -161,7 +196,15 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
     logits = check_logits(logits, latent)
     if samples is not None or draws > 1:
         logits = ops.broadcast_to(logits[None], (draws, *ops.shape(logits)))
-    u = keras.random.uniform(ops.shape(logits), minval=_EPSILON, maxval=1.0 - _EPSILON, dtype=logits.dtype, seed=seed)
+    if estimator == "disarm":  # one uniform per example, and its antithetic partner 1 - u
+        u = keras.random.uniform(
+            ops.shape(logits)[1:], minval=_EPSILON, maxval=1.0 - _EPSILON, dtype=logits.dtype, seed=seed
+        )
+        u = ops.stack([u, 1.0 - u])
+    else:
+        u = keras.random.uniform(
+            ops.shape(logits), minval=_EPSILON, maxval=1.0 - _EPSILON, dtype=logits.dtype, seed=seed
+        )
     if latent == "bernoulli":
         noise = ops.log(u) - ops.log(1.0 - u)  # logistic: P(logits + noise > 0) = sigmoid(logits)
         perturbed = logits + noise
@@ -186,7 +229,24 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
         z = hard + (relaxed - ops.stop_gradient(relaxed))
     else:
         z = ops.stop_gradient(hard)
+    if estimator == "disarm":
+        log_prob = disarm_log_prob(logits, hard, log_prob)
     return z, log_prob
+
+
+def disarm_log_prob(logits, hard, log_prob):
+    """``log_prob``'s value with DisARM's gradient, ``(b - b~) * sigmoid(|logits|) / 2`` (Dong et al. 2020).
+
+    Introduced in 06_beyond_straight_through.ipynb. ``hard`` holds the antithetic pair
+    ``(b, b~)`` along the first axis. With leave-one-out advantages ``f(b) - f(b~)`` and
+    ``f(b~) - f(b)``, the mean over the pair of advantage times this gradient is DisARM's
+    ``(f(b) - f(b~)) / 2 * (b - b~) * sigmoid(|logits|)``.
+    """
+    from keras import ops
+
+    other = ops.flip(hard, axis=0)
+    slope = ops.stop_gradient((hard - other) * ops.sigmoid(ops.abs(logits)) / 2.0)
+    return ops.stop_gradient(log_prob) + (logits * slope - ops.stop_gradient(logits * slope))
 
 
 def leave_one_out_baseline(losses):
