@@ -510,3 +510,18 @@ def test_a_python_if_on_a_tensor_names_the_comparison_that_picks_the_branch():
     line = start + next(i for i, text in enumerate(lines) if "reduce_sum(x) > 0.0" in text)
     culprit = report.culprit
     assert (culprit.op_type, culprit.reason, culprit.line) == ("Greater", "branch_condition", line), str(report)
+
+
+def test_the_extra_run_of_a_py_function_prints_nothing_of_its_own(capsys):
+    """The finder runs a py_function's body once more to see its gradient: what that run prints is not shown."""
+    runs = []
+
+    def noisy(a):
+        runs.append(1)
+        print("the body ran")
+        return tf.constant(a.numpy() * 2.0)
+
+    report = workbook.find_gradient_breaks(lambda x: tf.py_function(noisy, [x], tf.float32), EXAMPLE)
+    assert report.culprit.op_type == "EagerPyFunc", str(report)
+    printed = capsys.readouterr().out.count("the body ran")
+    assert printed < len(runs), (printed, len(runs))  # the probe's run ran, silently

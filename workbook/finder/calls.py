@@ -64,37 +64,32 @@ def named(code, names):
     return [call for call in calls(code) if call.name in names]
 
 
-def closing(text, start):
-    """The index of the bracket that closes the one at ``start``, or None."""
+def _scan(text, start=0):
+    """(index, char, depth) of each character of ``text`` from ``start`` outside quotes.
+
+    ``depth`` counts the brackets open at that character, a bracket it opens included and
+    one it closes not.
+    """
     depth, quote = 0, None
     for index in range(start, len(text)):
         char = text[index]
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in OPENING:
-            depth += 1
-        elif char in CLOSING:
-            depth -= 1
-            if depth == 0:
-                return index
-    return None
+        if quote or char in "'\"":
+            quote = None if char == quote else (quote or char)
+            continue
+        depth += (char in OPENING) - (char in CLOSING)
+        yield index, char, depth
+
+
+def closing(text, start):
+    """The index of the bracket that closes the one at ``start``, or None."""
+    return next((index for index, char, depth in _scan(text, start) if char in CLOSING and depth == 0), None)
 
 
 def split_top(text, separator):
     """``text`` split at ``separator`` where it is outside brackets and strings."""
-    parts, depth, quote, last = [], 0, None, 0
-    for index, char in enumerate(text):
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in OPENING:
-            depth += 1
-        elif char in CLOSING:
-            depth -= 1
-        elif depth == 0 and text.startswith(separator, index) and index >= last:
+    parts, last = [], 0
+    for index, char, depth in _scan(text):
+        if depth == 0 and char not in CLOSING and text.startswith(separator, index) and index >= last:
             parts.append(text[last:index])
             last = index + len(separator)
     parts.append(text[last:])
