@@ -100,6 +100,11 @@ _PER_USER = (
 )
 
 
+#: How long a test waits for a fresh Python it started (importing TensorFlow alone is seconds of CPU):
+#: a cap for a process that hangs, far above what a loaded machine takes, never a measure of speed.
+FRESH_PYTHON_SECONDS = 1800
+
+
 def clean_environment(home, base=None):
     """``base`` (default: this process's environment) as a fresh kernel on a hub would see it.
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from keras import ops
+from notebook_runner import FRESH_PYTHON_SECONDS
 
 import workbook
 from workbook.core.gradients import value_and_gradient
@@ -330,7 +331,11 @@ def test_a_saved_model_whose_custom_gradient_is_gone_is_could_not_check(tmp_path
     path = str(tmp_path / "quantizer")
     for program in (SAVE_A_CUSTOM_GRADIENT, DIAGNOSE_IT_ELSEWHERE):
         done = subprocess.run(
-            [sys.executable, "-c", program, path], capture_output=True, text=True, timeout=300, env=environment
+            [sys.executable, "-c", program, path],
+            capture_output=True,
+            text=True,
+            timeout=FRESH_PYTHON_SECONDS,
+            env=environment,
         )
         assert done.returncode == 0, done.stderr[-2000:]
     assert "RESULT False gradient_error ['error']" in done.stdout, done.stdout + done.stderr[-2000:]

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from notebook_runner import clean_environment
+from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment
 
 #: What a student's code does with TensorFlow after loading it: an integer op, a fit, a
 #: tf.data loop and a failed op, each of which has made TensorFlow log a line.
@@ -38,7 +38,7 @@ MARKS_AND_OURS = b"-- imported\n-- trained\nwritten to fd 2 by other code\nfrom 
 def run(tmp_path, before, **variables):
     env = clean_environment(tmp_path) | variables
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(before=before)], capture_output=True, env=env, timeout=300
+        [sys.executable, "-c", SCRIPT.format(before=before)], capture_output=True, env=env, timeout=FRESH_PYTHON_SECONDS
     )
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     return result.stderr
@@ -74,7 +74,11 @@ def test_setup_touches_no_file_descriptor(tmp_path):
         "[t.name for t in threading.enumerate() if 'log' in t.name.lower()])\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=clean_environment(tmp_path), timeout=300
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=clean_environment(tmp_path),
+        timeout=FRESH_PYTHON_SECONDS,
     )
     assert result.stdout.strip() == "True []", result.stderr[-2000:]
 
@@ -82,7 +86,11 @@ def test_setup_touches_no_file_descriptor(tmp_path):
 def test_a_scripts_traceback_still_reaches_stderr(tmp_path):
     script = "import workbook; workbook.setup(seed=0)\nraise RuntimeError('the real error')\n"
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=clean_environment(tmp_path), timeout=300
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=clean_environment(tmp_path),
+        timeout=FRESH_PYTHON_SECONDS,
     )
     assert result.returncode == 1
     assert result.stderr.startswith("Traceback") and "RuntimeError: the real error" in result.stderr

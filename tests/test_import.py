@@ -3,9 +3,11 @@
 import subprocess
 import sys
 
+from notebook_runner import FRESH_PYTHON_SECONDS
+
 
 def run(code):
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=FRESH_PYTHON_SECONDS)
 
 
 def test_import_has_no_side_effects():

@@ -20,6 +20,7 @@ import sys
 
 import pytest
 import tomllib
+from notebook_runner import FRESH_PYTHON_SECONDS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "workbook"
@@ -49,7 +50,7 @@ def lint_imports(root):
         text=True,
         cwd=root,
         env={"PATH": os.environ["PATH"], "PYTHONPATH": str(root), "HOME": str(root)},
-        timeout=300,
+        timeout=FRESH_PYTHON_SECONDS,
     )
 
 
@@ -140,7 +141,7 @@ def test_importing_every_module_below_the_display_loads_none_of_the_display(tmp_
         text=True,
         cwd=tmp_path,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-        timeout=300,
+        timeout=FRESH_PYTHON_SECONDS,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = set(ast.literal_eval(result.stdout.strip().splitlines()[-1]))

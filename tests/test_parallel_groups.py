@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+from notebook_runner import FRESH_PYTHON_SECONDS
 
 TESTS = """
     import os
@@ -51,7 +52,7 @@ def test_a_group_runs_on_one_worker_and_the_rest_is_shared(tmp_path):
         text=True,
         cwd=tmp_path,
         env=environment,
-        timeout=300,
+        timeout=FRESH_PYTHON_SECONDS,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     workers = {}

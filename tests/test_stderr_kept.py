@@ -262,7 +262,7 @@ CELLS = {
             script = {crash_during_the_import!r}.replace("{action}", action) + FIRST + "\\nimport tensorflow\\n"
             # Its stderr captured: read until every writer has closed it, the forwarder included.
             died = subprocess.run(
-                [sys.executable, "-c", script], capture_output=True, env=dict(os.environ, TMPDIR=folder), timeout=300
+                [sys.executable, "-c", script], capture_output=True, env=dict(os.environ, TMPDIR=folder), timeout=1800
             )
             report[how] = {
                 "stderr": died.stderr.decode(errors="replace")[-3000:],

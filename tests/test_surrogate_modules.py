@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+from notebook_runner import FRESH_PYTHON_SECONDS
+
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "workbook"
 DISPLAY_MODULES = {
     "workbook.surrogates.plots",
@@ -52,6 +54,6 @@ print("maths without display")
 def test_the_maths_and_the_layer_work_where_no_display_library_can_be_imported():
     code = PROBE.replace("{DISPLAY_MODULES!r}", repr(DISPLAY_MODULES))
     probe = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=PACKAGE.parent
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=FRESH_PYTHON_SECONDS, cwd=PACKAGE.parent
     )
     assert probe.returncode == 0 and "maths without display" in probe.stdout, probe.stderr[-3000:]

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from notebook_runner import clean_environment
+from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment
 
 from workbook.core.tensorflow_start import _Forwarder, _may_become_start_line, is_tensorflow_start_line
 
@@ -119,7 +119,7 @@ def run(tmp_path, script, **variables):
         [sys.executable, "-c", script],
         capture_output=True,
         env=clean_environment(tmp_path) | variables,
-        timeout=300,
+        timeout=FRESH_PYTHON_SECONDS,
     )
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     return result.stdout.decode(), result.stderr
