@@ -39,6 +39,10 @@ def test_the_innermost_user_frame_below_the_finder_is_named():
 
 
 def test_the_caller_of_the_finder_is_never_named():
+    from workbook.finder import frames as finder_frames
+
     frames = [frame(USER_FILE, 1, "report = find_gradient_breaks(f, x)"), frame(workbook.finder.diagnosis.__file__, 60)]
-    assert user_frame(frames + [frame(tf.__file__, 100)]) == (None, None, None)
-    assert user_frame([]) == (None, None, None)
+    assert finder_frames.user_frame(frames + [frame(tf.__file__, 100)]) == (None, None, None)
+    assert finder_frames.user_frame([]) == (None, None, None)
+    # The foundation knows no tool above it: without ``below`` the caller is the user's code.
+    assert user_frame(frames + [frame(tf.__file__, 100)])[:2] == (USER_FILE, 1)

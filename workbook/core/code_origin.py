@@ -9,7 +9,6 @@ is, so a notebook or a script of yours is never mistaken for either.
 
 import ast
 import functools
-import importlib.util
 import inspect
 import linecache
 import os
@@ -24,8 +23,6 @@ LIBRARY_DIRS = tuple(
     os.path.abspath(path) + os.sep
     for path in {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
 )
-#: The module that calls the target: frames outside its innermost one are the caller of find_gradient_breaks.
-TRACING_MODULE = "workbook.finder.diagnosis"
 
 
 def is_workbook(filename):
@@ -41,29 +38,23 @@ def is_library(filename):
     return os.path.abspath(filename).startswith(LIBRARY_DIRS) or is_workbook(filename)
 
 
-@functools.cache
-def _tracing_file():
-    return os.path.abspath(importlib.util.find_spec(TRACING_MODULE).origin)
+def user_frames(frames, below=None):
+    """The frames in the user's code, outermost first; with ``below`` (a file), only those under its innermost frame.
 
-
-def user_frames(frames):
-    """The frames in the user's code, outermost first, below the workbook's own tracing call.
-
-    Frames above that call are the caller of find_gradient_breaks, not the code that made
-    the op: they are skipped.
+    A tool that calls the user's code (the finder's tracing call) passes its own file: the
+    frames above that call are the tool's caller, not the code being looked at.
     """
     frames = list(frames or [])
-    tracing = _tracing_file()
     start = 0
     for index, frame in enumerate(frames):
-        if os.path.abspath(frame.filename) == tracing:
+        if below is not None and os.path.abspath(frame.filename) == below:
             start = index + 1
     return [frame for frame in frames[start:] if not is_library(frame.filename)]
 
 
-def user_frame(frames):
-    """(file, line, code) of the innermost frame in the user's code, or (None, None, None)."""
-    own = user_frames(frames)
+def user_frame(frames, below=None):
+    """(file, line, code) of the innermost frame in the user's code (see :func:`user_frames`), or (None, None, None)."""
+    own = user_frames(frames, below)
     if not own:
         return None, None, None
     frame = own[-1]

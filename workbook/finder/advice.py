@@ -21,7 +21,7 @@ tests/finder_fix_corpus_deep.py, and a GradientTape checks that the gradient the
 
 import re
 
-from workbook.core.code_origin import user_frames
+from workbook.finder.frames import user_frames
 from workbook.finder.rewrites import BITWISE_OPS, rewrite
 
 #: Where Keras's own metric functions live: an op made there, by a metric passed as a loss, is a metric's.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from workbook.core import internals
-from workbook.core.code_origin import user_frame
+from workbook.finder.frames import user_frame
 from workbook.finder.gradient_probe import (
     RUN_TIME_GRADIENT_OPS,
     InputGradient,

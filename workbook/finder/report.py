@@ -9,9 +9,9 @@ import os
 import traceback
 from dataclasses import dataclass, field
 
-from workbook.core.code_origin import user_frame
 from workbook.core.notebook_cells import cell_label
 from workbook.finder.advice import advise, advise_untraceable
+from workbook.finder.frames import user_frame
 from workbook.finder.hints import CAUSES, OP_HINTS, REASONS
 
 

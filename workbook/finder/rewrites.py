@@ -12,8 +12,8 @@ the op's general hint is used. tests/finder_fix_corpus_deep.py applies each one 
 
 import re
 
-from workbook.core.code_origin import user_frame
 from workbook.finder.calls import calls, comparison, named, wrap
+from workbook.finder.frames import user_frame
 
 SURROGATE_OF = {"Round": "round_ste", "Floor": "floor_ste", "Sign": "sign_ste"}
 STEP_NAMES = {"Round": {"round"}, "Rint": {"rint", "round"}, "Floor": {"floor"}, "Ceil": {"ceil"}, "Sign": {"sign"}}

@@ -5,10 +5,10 @@ and 02_surrogate_zoo.ipynb (the ``SURROGATES`` catalog). Every function here
 uses ``keras.ops`` so that it keeps the input's dtype (float16, float32 or
 float64) and works eagerly, in ``tf.function`` and inside any Keras model.
 
-This module is the maths only: the LaTeX of each entry is text kept in
-:mod:`workbook.surrogates.formulas`, the symbolic Keras operation in
-:mod:`workbook.surrogates.operation`, and the explorer's slider ranges in
-:mod:`workbook.surrogates.explorer`.
+This module is the maths only. Each entry is one ``_entry`` call: its forward, derivative,
+formulas (LaTeX text, filled in by :mod:`workbook.surrogates.formulas`) and parameters, each
+``Param`` carrying its explorer slider's range; the symbolic Keras operation is in
+:mod:`workbook.surrogates.operation`.
 """
 
 import copy
