@@ -58,7 +58,6 @@ MARKER = re.compile(r"#\s*culprit:\s*(\S+)\s+(\S+)")  # a shared marker's words 
 CODE = re.compile(r"`([^`]+)`")
 REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
 HONEST = "No gradient can exist"
-GOAL = 0.9
 SEED = 7
 CASES = finder_fix_corpus.CASES
 
@@ -282,11 +281,6 @@ def test_the_first_suggestion_is_read_as_a_student_reads_it():
     assert first_suggestion("Rewrite it with differentiable ops.") is None
 
 
-def test_at_least_nine_in_ten_hits_are_fixed_by_their_first_suggestion():
-    verdicts = [finder_verdict(builder)[:2] for builder in CASES]
-    hits = sum(hit for hit, _ in verdicts)
-    fixed = sum(fixed for _, fixed in verdicts)
-    print(f"{len(verdicts)} cases, {hits} hits, {fixed} fixed by their first suggestion ({fixed / max(hits, 1):.0%})")
-    assert len(verdicts) >= 60
-    assert hits >= GOAL * len(verdicts)
-    assert fixed >= GOAL * hits
+def test_the_corpus_holds_at_least_sixty_public_cases():
+    """Every case is a hit fixed by its first suggestion (checked one by one above), over enough cases to mean it."""
+    assert len(CASES) >= 60, len(CASES)

@@ -41,7 +41,7 @@ TESTS = """
 """
 
 
-def test_a_group_runs_on_one_worker_and_the_rest_is_shared(tmp_path):
+def test_a_group_runs_on_one_worker_and_every_test_runs_once(tmp_path):
     (tmp_path / "test_toy.py").write_text(textwrap.dedent(TESTS))
     seen = tmp_path / "seen.txt"
     environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}

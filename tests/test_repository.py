@@ -315,19 +315,23 @@ def test_ci_runs_make_lint_then_make_test(tmp_path):
     assert calls.read_text().splitlines() == ["lint", "test"]
 
 
-def make_recipe(target):
-    """The lines of `target`'s recipe in the Makefile (the tab-indented lines right after it), stripped."""
-    makefile = (ROOT / "Makefile").read_text()
-    recipe = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)*)", makefile, re.MULTILINE)
-    assert recipe, f"the Makefile has no target {target!r}"
-    return [line.strip() for line in recipe.group(1).splitlines()]
-
-
-def test_make_test_runs_the_oldest_end_too():
-    # commands of the recipes, not a mention anywhere in the Makefile
-    test, test_oldest = make_recipe("test"), make_recipe("test-oldest")
-    assert any(re.fullmatch(r"\$\(MAKE\)( -\S+)* test-oldest", line) for line in test), test
-    assert "bash scripts/test_oldest_end.sh" in test_oldest, test_oldest
+def test_make_test_runs_every_test_module_and_then_the_oldest_end():
+    """`make -n test`: every tests/test_*.py is collected by one of its pytest lines, then the oldest end runs."""
+    dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    commands = [line for line in dry.stdout.replace("\\\n", " ").splitlines() if not line.lstrip().startswith("#")]
+    pytest_lines = [line.split() for line in commands if " -m pytest" in line]
+    assert pytest_lines, dry.stdout
+    run = set()
+    for words in pytest_lines:
+        ignored = {word.removeprefix("--ignore=") for word in words if word.startswith("--ignore=")}
+        named = {word for word in words if word.startswith("tests/test_")}
+        everything = {f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")}
+        run |= named or (everything - ignored)
+    never = sorted({f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")} - run)
+    assert not never, f"make test never runs {never}"
+    oldest = [i for i, line in enumerate(commands) if "scripts/test_oldest_end.sh" in line]
+    last_pytest = max(i for i, line in enumerate(commands) if " -m pytest" in line)
+    assert oldest and oldest[0] > last_pytest, commands
 
 
 def test_the_oldest_end_is_skipped_loudly_without_a_package_index(tmp_path):
