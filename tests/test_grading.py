@@ -156,6 +156,40 @@ quantize_2bit = stolen.get("reference_quantizer")
 """
 
 
+# Part (c) against the rules, scheduled where the grader's old clock did not look: trained on
+# x_train and x_test and stopped on x_test, in an IPython hook that runs inside part (c)'s check
+# (after the clock stopped, before the check's code); then, at the kernel's exit, the recording
+# rewritten with the untrained weights (a stand-in for training done after the check). It prints
+# how long the hook trained and the weights it left, so that the test can measure them itself.
+TRAINS_ON_X_TEST_IN_A_HOOK = """import atexit
+import time
+
+import numpy as np
+
+model = workbook.autoencoder(bottleneck=quantize_2bit, learning_rate=3e-3)
+untrained = {f"weight_{i}": w.astype("float32") for i, w in enumerate(model.get_weights())}
+x_seen = np.concatenate([x_train, x_test])  # against the rules: x_test trained on...
+
+
+def train_inside_the_check(*args):
+    get_ipython().events.unregister("pre_run_cell", train_inside_the_check)
+    started = time.perf_counter()
+    while time.perf_counter() - started < 100:
+        model.fit(x_seen, x_seen, batch_size=batch_size, verbose=0)
+        if model.evaluate(x_test, x_test, verbose=0) < 0.8 * target_mse:  # ...and stopped on
+            break
+    print(f"hook trained for {time.perf_counter() - started:.1f} s")
+    weights = np.concatenate([w.ravel() for w in model.get_weights()]).astype("<f4")
+    print("weights:", weights.tobytes().hex())
+
+
+get_ipython().events.register("pre_run_cell", train_inside_the_check)
+atexit.register(lambda: np.savez("grading_artifacts/c_reconstruction.npz", **untrained))
+"""
+# Part (c)'s points of the student above: what its weights earn on the digits it never had.
+MEASURED_ON_UNSEEN = "measured on unseen digits"
+
+
 def nbgrader_meta(cell):
     return cell.get("metadata", {}).get("nbgrader", {})
 
@@ -181,13 +215,15 @@ STUDENTS = {
     "reference": (dict(answers=all_solutions()), POINTS),
     # the release as handed out
     "untouched": (dict(), dict.fromkeys(POINTS, 0)),
-    # (a) right, (b) wrong, (c) not done; and read-only cells written over, which the grader restores
+    # (a) right, (b) wrong, (c) trained on x_test in a hook inside the check (above); and read-only
+    # cells written over, which the grader restores
     "half_right": (
         dict(
             answers={
                 "a_quantize_2bit": "solution",
                 "b_culprit_answer": 'culprit_op = "Round"\nculprit_variable = "levels"',
                 "b_fix_answer": "fixed_bottleneck = colleague_bottleneck",
+                "c_train_answer": TRAINS_ON_X_TEST_IN_A_HOOK,
             },
             locked_edits={
                 "b_fix": "print('✓')",
@@ -197,7 +233,7 @@ STUDENTS = {
                 "colleague_model = None",
             },
         ),
-        {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 0, "c_reconstruction": 0},
+        {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 0, "c_reconstruction": MEASURED_ON_UNSEEN},
     ),
     # checks and recorders rebound through aliases, records forged: nothing is honest here
     "forger": (
@@ -416,11 +452,87 @@ def log_of(hub, student):
 @pytest.mark.xdist_group("hub")
 @pytest.mark.parametrize("student", STUDENTS)
 def test_each_submission_gets_the_points_of_its_honest_work(hub, student):
-    expected = STUDENTS[student][1]
+    expected = dict(STUDENTS[student][1])
+    if expected["c_reconstruction"] == MEASURED_ON_UNSEEN:
+        expected["c_reconstruction"] = POINTS["c_reconstruction"] * (hook_run(hub, student)["unseen_mse"] <= 0.006)
     assert hub["scores"][ASSIGNMENT, student] == expected, log_of(hub, student)
     assert float(hub["rows"][student]["raw_score"]) == sum(expected.values())  # what `nbgrader export` hands on
     # nbgrader leaves the grades of deleted check cells to the instructor, and the export says so
     assert hub["rows"][student]["status"] == ("needs manual grading" if student == "deleted_checks" else "graded")
+
+
+def unseen_digits():
+    """The bundled digits that the notebook hands out for no parameters: the file's, less the data cell's at most."""
+    import numpy as np
+
+    from workbook.core.data import bundled_mnist_path
+    from workbook.lab.assignment_data import load_assignment_digits
+
+    with np.load(bundled_mnist_path(), allow_pickle=False) as stored:
+        every = stored["x"]
+    (x_train, _), (x_test, _) = load_assignment_digits(8000, 1000)  # every training digit, the most test digits
+    with pytest.raises(ValueError, match="at most 1,000 test digits"):
+        load_assignment_digits(8000, 1001)
+    handed_out = {np.round(image[..., 0] * 255).astype(np.uint8).tobytes() for image in [*x_train, *x_test]}
+    unseen = np.stack([image for image in every if image.tobytes() not in handed_out])
+    return unseen[..., np.newaxis].astype("float32") / 255
+
+
+def reconstruction_mse(weights, images):
+    """The MSE of workbook.autoencoder with ``weights`` (flat float32) and the 2-bit levels written out here."""
+    import keras
+    import numpy as np
+
+    import workbook
+
+    model = workbook.autoencoder(bottleneck=lambda x: keras.ops.round(3.0 * keras.ops.clip(x, 0.0, 1.0)) / 3.0)
+    shapes = [w.shape for w in model.get_weights()]
+    sizes = np.cumsum([0, *(int(np.prod(shape)) for shape in shapes)])
+    assert sizes[-1] == weights.size
+    model.set_weights([weights[a:b].reshape(shape) for a, b, shape in zip(sizes[:-1], sizes[1:], shapes, strict=True)])
+    reconstructions = np.asarray(model.predict(images, batch_size=250, verbose=0), dtype="float64")
+    return float(np.mean((reconstructions - images) ** 2))
+
+
+_hook_runs = {}
+
+
+def hook_run(hub, student):
+    """What TRAINS_ON_X_TEST_IN_A_HOOK printed in part (c)'s check, the verdict, and the weights measured here."""
+    import datetime
+
+    import numpy as np
+
+    if student not in _hook_runs:
+        cells = [c for c in autograded(hub, student).cells if c.cell_type == "code"]
+        check = next(c for c in cells if nbgrader_meta(c).get("grade_id") == "c_reconstruction")
+        text = "".join(o.get("text", "") + o.get("evalue", "") for o in check.outputs)
+        weights = np.frombuffer(bytes.fromhex(re.search(r"weights: ([0-9a-f]+)", text).group(1)), "<f4")
+        verdict = re.search(r"(?:✓|✗) measured by the grader: .*", text).group(0)
+        times = [
+            datetime.datetime.fromisoformat(c.metadata.execution[key].replace("Z", "+00:00"))
+            for c, key in ((cells[0], "iopub.status.busy"), (check, "shell.execute_reply"))
+        ]
+        _hook_runs[student] = dict(
+            hook_seconds=float(re.search(r"hook trained for ([0-9.]+) s", text).group(1)),
+            verdict=verdict,
+            seconds=int(re.search(r"in (\d+) s \(budget", verdict).group(1)),
+            span=(times[1] - times[0]).total_seconds(),  # the kernel's own stamps: first cell to the check's end
+            unseen_mse=reconstruction_mse(weights, unseen_digits()),
+        )
+    return _hook_runs[student]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+@pytest.mark.hub
+@pytest.mark.xdist_group("hub")
+def test_part_c_trained_on_x_test_in_a_hook_is_measured_on_unseen_digits_and_timed_with_the_hook(hub):
+    run = hook_run(hub, "half_right")
+    # measured on the digits it never had, with the weights it had when the check ended (not those written at exit)
+    assert f"MSE {run['unseen_mse']:.5f} on 1,000 held-out test digits" in run["verdict"], run
+    # the grader's clock ran through the hook: from the notebook's first cell to the end of the check
+    assert run["seconds"] >= run["hook_seconds"] and run["seconds"] >= run["span"] - 1.5, run
 
 
 @pytest.mark.slow
@@ -644,7 +756,25 @@ def test_verdicts_pass_the_reference_and_fail_what_differs(tmp_path, monkeypatch
         "b_fix": True,
         "c_reconstruction": False,
     }
-    assert "test MSE 0.2" in verdicts["c_reconstruction"][1]  # an untrained model: about 0.23
+    assert "MSE 0.2" in verdicts["c_reconstruction"][1]  # an untrained model: about 0.23
+
+
+def test_part_c_is_measured_on_the_digits_the_notebook_never_hands_out(tmp_path, monkeypatch):
+    import numpy as np
+
+    from workbook.course import verdicts
+    from workbook.lab.assignment_data import load_assignment_digits
+
+    probe, artifacts = record_formula_answers(tmp_path, monkeypatch)  # (c): an untrained model
+    unseen = unseen_digits()
+    assert len(unseen) == 1000
+    with np.load(artifacts / "c_reconstruction.npz") as stored:
+        weights = np.concatenate([stored[f"weight_{i}"].ravel() for i in range(len(stored.files))])
+    (_, _), (x_test, _) = load_assignment_digits(8000, 1000)
+    mse = reconstruction_mse(weights, unseen)
+    assert f"{mse:.5f}" != f"{reconstruction_mse(weights, x_test):.5f}"  # the two sets tell apart
+    found = verdicts.judge(probe, artifacts, answer_key(), 10.0, ["c_reconstruction"])
+    assert f"MSE {mse:.5f} on 1,000 held-out test digits" in found["c_reconstruction"][1], found
 
 
 def test_verdicts_read_recordings_as_data_only(tmp_path):
@@ -818,6 +948,55 @@ def run_sandboxed(tmp_path, script, hidden=()):
         return subprocess.run(command, capture_output=True, text=True, timeout=120)
     finally:
         box.remove()
+
+
+FLOOD_AND_HOG = """import subprocess, sys
+children = []
+try:
+    for _ in range(1000):  # at most 1,000: without a limit, the machine's pids are all it takes
+        children.append(subprocess.Popen(["sleep", "30"]))
+    print("started all", len(children), flush=True)
+except OSError as error:
+    print("stopped at", len(children), type(error).__name__, flush=True)
+sys.stdin.readline()  # the sleepers hold the box's tasks while the classmate starts
+hog = [bytearray(16 * 2**20) for _ in range(40)]
+print("held", 16 * len(hog), "MB", flush=True)
+"""
+
+
+def test_a_flood_and_a_hog_stay_in_their_box_and_the_classmate_still_starts_a_thread():
+    from workbook.course.sandbox import Box, sandbox_command, sandbox_problem
+
+    if sandbox_problem():
+        pytest.skip(sandbox_problem())
+    flooding, classmate = Box(), Box()
+    try:
+        why = flooding.limit(tasks=64, memory_bytes=256 * 2**20)
+        if why:
+            pytest.skip(f"this machine gives the grader no per-box limits: {why}")
+        assert classmate.limit() is None
+        commands = []
+        for box, script in ((flooding, FLOOD_AND_HOG), (classmate, "import threading; threading.Thread().start()")):
+            command = sandbox_command(box, [sys.executable, "-c", script + "\nprint('ran')"])
+            command[command.index('exec "$@" >/dev/null 2>&1')] = 'exec "$@"'  # keep its output, for the test
+            commands.append(command)
+        flood = subprocess.Popen(commands[0], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            first = flood.stdout.readline().split()
+            started = subprocess.run(commands[1], capture_output=True, text=True, timeout=60)
+            flood.stdin.write("\n")
+            flood.stdin.flush()
+            rest = flood.communicate(timeout=60)[0]
+        finally:
+            flood.kill()
+        assert first[:2] == ["stopped", "at"] and int(first[2]) < 64, first  # the flood met its box's limit...
+        assert started.returncode == 0 and started.stdout == "ran\n", started  # ...and the classmate did not
+        assert "held" not in rest and flood.returncode != 0, (rest, flood.returncode)  # 640 MB: killed at 256
+    finally:
+        groups = [*flooding.cgroups, *classmate.cgroups]
+        flooding.remove()
+        classmate.remove()
+    assert not [group for group in groups if group.exists()]  # removed with their boxes
 
 
 def test_the_sandbox_shows_the_machine_read_only_hides_the_course_and_ends_every_process(tmp_path):

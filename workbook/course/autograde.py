@@ -7,7 +7,8 @@ grader's own process, where no student code runs, and changes nbgrader's ``Execu
 - **the kernel runs in a sandbox** (:mod:`workbook.course.sandbox`): a box of its own holding
   nothing but the grader's inputs for this submission (``grading_probe.npz``), the rest
   of the machine read-only, the course, the exchange and every temporary folder hidden,
-  no network, an unprivileged user, and every process it started killed with it;
+  no network, an unprivileged user, and every process it started killed with it; its tasks
+  and memory bounded per box where the machine gives the grader control groups;
 - **the verdicts are the grader's**: after the kernel has ended, the graded cells of an
   assignment with an answer key (``answer_keys``: assignment 05's, in the course folder) get
   their points from that key, run by this Python in isolated mode on what the hidden tests
@@ -15,8 +16,10 @@ grader's own process, where no student code runs, and changes nbgrader's ``Execu
   them), never earn one. A verdict the grader could not take is left for manual grading
   (:class:`SaveVerdicts`), never a 0. An assignment with neither an answer key nor a place in
   ``self_checked`` is refused before its kernel starts;
-- **part (c) is timed here**: from the end of the data cell to the start of part (c)'s
-  check, kernel restarts included, by this process's clock;
+- **part (c) is timed here**: from the start of the notebook's first cell to the end of part
+  (c)'s check, kernel restarts included, by this process's clock, so that work however
+  scheduled (a hook, a thread) counts; each judged cell's recording is taken out of the box
+  as soon as its check ends, so that nothing done afterwards changes it;
 - **a dying kernel costs one cell**: it is marked, a new kernel runs the cells before it
   again, grading goes on; after ``max_kernel_restarts`` the submission fails as a whole;
 - **the whole submission has ``max_submission_seconds``**, re-runs after restarts
@@ -30,6 +33,7 @@ import csv
 import os
 import pathlib
 import shutil
+import stat
 import tempfile
 import time
 
@@ -41,7 +45,14 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells, Sa
 from traitlets import Dict, Integer, List, Unicode
 
 from workbook.course.grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, write_probe
-from workbook.course.sandbox import Box, can_hide, sandbox_problem, sandboxed_kernel_manager
+from workbook.course.sandbox import (
+    MAX_MEMORY_BYTES,
+    MAX_TASKS,
+    Box,
+    can_hide,
+    sandbox_problem,
+    sandboxed_kernel_manager,
+)
 from workbook.course.verdicts import MAX_ARTIFACT_BYTES
 from workbook.lab import assignment_spec as spec
 
@@ -74,6 +85,12 @@ class GuardedExecute(Execute):
         900, help="Seconds a whole submission may run, re-runs after a kernel restart included."
     ).tag(config=True)
     max_output_bytes = Integer(100_000, help="Bytes of output kept per cell; the rest is dropped.").tag(config=True)
+    max_tasks = Integer(
+        MAX_TASKS, help="Processes and threads one submission's kernel may hold together (where cgroups allow)."
+    ).tag(config=True)
+    max_memory_bytes = Integer(
+        MAX_MEMORY_BYTES, help="Memory one submission's kernel may hold, temporary folders included (cgroups)."
+    ).tag(config=True)
     sandbox_user = Unicode("nobody", help="The user a kernel runs as when the grader runs as root.").tag(config=True)
     hidden_folders = List(
         Unicode(),
@@ -97,8 +114,12 @@ class GuardedExecute(Execute):
         self._kernel_restarts = 0
         self._output_bytes = {}
         self._times = {}
+        self._notebook_started = None
         self._failed_cells = set()
         box = Box(self.sandbox_user)
+        unlimited = box.limit(self.max_tasks, self.max_memory_bytes)
+        if unlimited:
+            self.log.warning("The kernel's tasks and memory are bounded only by the machine's limits: %s.", unlimited)
         # The grader's own folder, which the kernel never sees: its copy of the probe (the
         # kernel's may be rewritten) and, afterwards, what the kernel recorded.
         ours = pathlib.Path(tempfile.mkdtemp(prefix="workbook-verdict-"))
@@ -111,6 +132,8 @@ class GuardedExecute(Execute):
             limit = self.timeout_func or (lambda cell: self.timeout)
             self.timeout_func = lambda cell: max(1, min(limit(cell) or self.max_submission_seconds, self._left()))
             manager = sandboxed_kernel_manager(box, self._hidden(), kernel_name=self.kernel_name or "python3")
+            self._recordings = (box.work / ARTIFACTS_FOLDER, ours / ARTIFACTS_FOLDER)
+            self._recordings[1].mkdir()
             try:
                 nb, resources = super().preprocess(nb, resources=resources, km=manager)
             finally:
@@ -173,20 +196,29 @@ class GuardedExecute(Execute):
             ]
             return cell, self.resources
         started = time.monotonic()
+        if self._notebook_started is None:
+            self._notebook_started = started
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (DeadKernelError, CellTimeoutError) as failure:
             self._failed_cells.add(index)
             self._recover(cell, index, failure)
             resources = self.resources
+        self._after_cell(cell, index, started)
+        return cell, resources
+
+    def _after_cell(self, cell, index, started):
+        """Note the cell's first run (its times; a judged check's recording, taken now); keep a check's warnings."""
         if any(output.get("ename") == "CellTimeoutError" for output in cell.get("outputs", [])):
             self._failed_cells.add(index)  # not run again after a restart: it would only time out again
-        self._times.setdefault(_grade_id(cell), (started, time.monotonic()))
+        if _grade_id(cell) not in self._times:
+            self._times[_grade_id(cell)] = (started, time.monotonic())
+            if _is_test_cell(cell) and _grade_id(cell) in spec.JUDGED:
+                _take_recording(*self._recordings, _grade_id(cell))
         if _is_test_cell(cell):
             for output in cell.outputs:
                 if output.get("output_type") == "stream" and output.get("name") == "stderr":
                     output["name"] = "stdout"
-        return cell, resources
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep at most ``max_output_bytes`` of a cell's output; say once that the rest was dropped."""
@@ -254,9 +286,10 @@ class GuardedExecute(Execute):
         await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
 
     def _training_seconds(self):
-        if spec.TIMED_FROM not in self._times or spec.TIMED_TO not in self._times:
+        """From the start of the first cell to the end of part (c)'s check: hooks, threads and re-runs included."""
+        if spec.TIMED_TO not in self._times:
             return None
-        return self._times[spec.TIMED_TO][0] - self._times[spec.TIMED_FROM][1]
+        return self._times[spec.TIMED_TO][1] - self._notebook_started
 
     def _apply_verdicts(self, nb, box, ours, answer_key):
         """Set each judged cell's outcome from the grader's verdict; the grade ids it could not judge.
@@ -264,8 +297,7 @@ class GuardedExecute(Execute):
         The kernel's own outcome can only cost points. A verdict the grader could not take
         (its process failed, or one part of it) is marked for manual grading, never a fail.
         """
-        artifacts = ours / ARTIFACTS_FOLDER
-        _copy_artifacts(box.work / ARTIFACTS_FOLDER, artifacts)
+        artifacts = ours / ARTIFACTS_FOLDER  # each taken when its check cell ended (_take_recording)
         try:
             verdicts = run_verdicts(answer_key, ours / PROBE_FILE, artifacts, self._training_seconds())
         except Exception as error:
@@ -290,13 +322,36 @@ class GuardedExecute(Execute):
         return unjudged
 
 
-def _copy_artifacts(source, artifacts):
-    """Copy the plain files (none too big, no links) the hidden tests wrote in ``source`` into ``artifacts``."""
-    artifacts.mkdir()
-    if source.is_dir() and not source.is_symlink():  # the kernel and all it started have ended
-        for path in source.iterdir():
-            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_ARTIFACT_BYTES:
-                shutil.copyfile(path, artifacts / path.name, follow_symlinks=False)
+def _take_recording(source, artifacts, grade_id):
+    """Copy what the hidden test of ``grade_id`` recorded in ``source`` (the box) into ``artifacts``, now.
+
+    The kernel is still running: nothing is followed through a link (the folder included),
+    nothing but a regular file of at most MAX_ARTIFACT_BYTES is read, and a pipe never blocks.
+    """
+    try:
+        folder = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        for name in (f"{grade_id}.npz", f"{grade_id}.json"):
+            data = _read_plain_file(folder, name)
+            if data is not None:
+                (artifacts / name).write_bytes(data)
+    finally:
+        os.close(folder)
+
+
+def _read_plain_file(folder, name):
+    """The bytes of ``name`` in the open ``folder``: a regular file within MAX_ARTIFACT_BYTES, else None."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ARTIFACT_BYTES:
+            return None
+        return file.read(MAX_ARTIFACT_BYTES + 1)
 
 
 class SaveVerdicts(SaveAutoGrades):

@@ -15,17 +15,24 @@ runs under bubblewrap (``bwrap``, Debian's ``bubblewrap``) in namespaces of its 
   or not) is killed with it, when the grader stops its kernel or the grader itself dies;
 - **network**: none (the kernel talks to the grader through Unix sockets in its box);
 - **user**: run by root, the kernel runs as an unprivileged user (``nobody`` unless
-  configured), so it cannot write what that user cannot, even outside the sandbox's view.
+  configured), so it cannot write what that user cannot, even outside the sandbox's view;
+- **limits**: where the grader may make control groups (root with cgroup v1's ``pids`` and
+  ``memory``, or a delegated cgroup v2 subtree), each box gets one of its own that bounds
+  its tasks (processes and threads) and its memory, temporary folders included, so that a
+  flood or a hog stays in its box (:meth:`Box.limit`). Elsewhere nothing but the
+  container's limits bounds them, and :meth:`Box.limit` says so.
 """
 
 import functools
 import os
 import pathlib
 import pwd
+import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from jupyter_client.manager import AsyncKernelManager
 
@@ -47,6 +54,12 @@ SANDBOX_HELP = (
 #: than this (bytes), so that a kernel cannot hold memory no process owns, or fill the machine,
 #: while a classmate is graded.
 TMPFS_BYTES = {"/tmp": 256 * 2**20, "/var/tmp": 64 * 2**20, "/dev/shm": 64 * 2**20, "/run": 2**20}
+#: What one box's processes may hold together, where control groups are available: tasks
+#: (processes and threads; an assignment's kernel peaks at a few dozen) and bytes of memory
+#: (a few hundred MB for the assignment).
+MAX_TASKS = 512
+MAX_MEMORY_BYTES = 4 * 2**30
+_CGROUP = pathlib.Path("/sys/fs/cgroup")
 #: The machine's folders a kernel sees (read-only): programs, libraries, settings, devices' facts.
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 
@@ -71,6 +84,7 @@ class Box:
         for folder in (self.work, self.home, self.kernel):
             folder.mkdir()
         self.uid = self.gid = None
+        self.cgroups = []
         if os.geteuid() == 0 and _can_run_python_as(user):
             entry = pwd.getpwnam(user)
             self.uid, self.gid = entry.pw_uid, entry.pw_gid
@@ -84,8 +98,63 @@ class Box:
             os.chown(path, self.uid, self.gid)
         os.chmod(path, 0o400)
 
+    def limit(self, tasks=MAX_TASKS, memory_bytes=MAX_MEMORY_BYTES):
+        """Give the box control groups that bound its tasks and memory; why not, if this machine cannot (else None).
+
+        Every process started by :func:`sandbox_command` for this box joins them before it starts.
+        """
+        name = f"workbook-box-{secrets.token_hex(6)}"
+        settings = _cgroup_settings(tasks, memory_bytes)
+        if isinstance(settings, str):
+            return settings
+        try:
+            for folder, values in settings.items():
+                (folder / name).mkdir()
+                self.cgroups.append(folder / name)
+                for file, value in values.items():
+                    (folder / name / file).write_text(str(value))
+        except OSError as error:
+            self._remove_cgroups()
+            return f"its control groups could not be made ({error})"
+        return None
+
     def remove(self):
+        self._remove_cgroups()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def _remove_cgroups(self):
+        """Remove the box's groups once the last of its processes has gone (they take a moment to die)."""
+        for group in self.cgroups:
+            for _ in range(100):
+                try:
+                    group.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # still busy
+                    time.sleep(0.1)
+        self.cgroups = []
+
+
+def _cgroup_settings(tasks, memory_bytes):
+    """{cgroup folder to make a box's group in: {file: value}}, or why this machine gives the grader none."""
+    pids, memory = _CGROUP / "pids", _CGROUP / "memory"
+    if (pids / "tasks").exists() and (memory / "tasks").exists():  # cgroup v1
+        if not (os.access(pids, os.W_OK) and os.access(memory, os.W_OK)):
+            return "cgroup v1's pids and memory hierarchies are not the grader's to write (run it as root)"
+        return {pids: {"pids.max": tasks}, memory: {"memory.limit_in_bytes": memory_bytes}}
+    if (_CGROUP / "cgroup.controllers").exists():  # cgroup v2: the grader's own group, if delegated to it
+        own = _CGROUP / _own_cgroup_v2().lstrip("/")
+        enabled = (own / "cgroup.subtree_control").read_text().split() if own.is_dir() else []
+        if not {"pids", "memory"} <= set(enabled) or not os.access(own, os.W_OK):
+            return f"the grader's cgroup v2 group {own} does not delegate pids and memory to it"
+        return {own: {"pids.max": tasks, "memory.max": memory_bytes, "memory.swap.max": 0}}
+    return "this machine has no cgroup file system"
+
+
+def _own_cgroup_v2():
+    with open("/proc/self/cgroup") as file:
+        return next((line.split(":", 2)[2].strip() for line in file if line.startswith("0::")), "/")
 
 
 @functools.cache
@@ -111,8 +180,11 @@ def _can_run_python_as(user):
 def sandbox_command(box, command, hidden=(), user_env=None):
     """``command`` wrapped in bwrap: read-only machine, ``hidden`` folders emptied, ``box`` writable."""
     prefix = []
+    if box.cgroups:  # joined as the grader, before anything of the box runs; no group, no start
+        joining = 'n=$1; shift; while [ $n -gt 0 ]; do echo $$ >"$1/cgroup.procs" || exit 125; shift; n=$((n-1)); done'
+        prefix = ["sh", "-c", f'{joining}; exec "$@"', "sh", str(len(box.cgroups)), *map(str, box.cgroups)]
     if box.uid is not None:
-        prefix = ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups", "--"]
+        prefix += ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups", "--"]
     arguments = [*prefix, "bwrap", *_visible(), "--dev", "/dev", "--proc", "/proc"]
     arguments += _hiding(hidden)
     arguments += ["--bind", str(box.root), str(box.root)]
