@@ -62,9 +62,11 @@ lab: $(VENV)/.installed
 # that test on purpose; WORKBOOK_CHROMIUM=/path/to/chromium picks the browser.
 test: $(VENV)/.installed-dev
 	$(BIN)/python tests/browser_session.py --check
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --ignore=tests/test_rendered_book.py
-	@# the book's tests render the notebooks that the line above executed, so they come after it
-	$(BIN)/python -m pytest tests/test_rendered_book.py
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --ignore=tests/test_rendered_book.py \
+		--ignore=tests/test_executed_in_lab.py
+	@# the book's tests and JupyterLab's view of the executed notebooks open the notebooks that the
+	@# line above executed, so they come after it
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup tests/test_rendered_book.py tests/test_executed_in_lab.py
 	$(MAKE) --no-print-directory test-oldest
 
 # The loop to run while working; make test stays the full gate CI runs.

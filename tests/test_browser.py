@@ -7,6 +7,12 @@ its parameters turned down, copied into a temporary folder), drives the page
 through JupyterLab's own menus, fails on any error output, and saves a
 screenshot of every state it checks under build/screenshots/.
 
+Every notebook runs whole once, in tests/test_notebooks.py. Here a kernel runs only
+what needs a live one, so 02, 03 and 04 end at the cell under test (the explorer,
+the error with its culprit, the first live figure); 00 runs whole, since what Run All
+does to its folded answer is the point. How every executed notebook's figures look in
+JupyterLab is tests/test_executed_in_lab.py, without running them again.
+
 A browser is required: with none on the machine the tests fail and say how to
 get one (see tests/browser_session.py); WORKBOOK_SKIP_BROWSER=1 skips them on
 purpose.
@@ -34,8 +40,7 @@ from browser_session import (
 )
 from notebook_runner import EXPECTED_ERRORS, NOTEBOOKS, error_outputs, reduced_notebook
 
-# The three tests together are limited to 10 minutes (180 + 180 + 240 s); on two
-# cores they take about 2. The timeouts raise inside the test (method="signal"),
+# The timeouts raise inside the test (method="signal"),
 # so the session's teardown still stops JupyterLab, its kernels and the browser.
 # One JupyterLab serves every test here: they stay in one worker process.
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
@@ -47,6 +52,14 @@ START, ZOO, LAB = "00_start_here.ipynb", "02_surrogate_zoo.ipynb", "04_autoencod
 # 04's own default pace (checked below against its parameters cell): the test sees the
 # frames a student sees, fewer than one per step on any machine.
 BROWSER_PARAMETERS = {LAB: {"refresh_seconds": 0.5}}
+
+FINDING = "03_finding_gradient_killers.ipynb"
+#: The last cell each notebook needs a live kernel for; the cells after it are not run here.
+LIVE_THROUGH = {
+    ZOO: lambda cell: "workbook.explore_surrogates(" in cell.source,
+    FINDING: lambda cell: "raises-exception" in cell.metadata.get("tags", []),
+    LAB: lambda cell: "workbook.GradientNormMonitor(" in cell.source,
+}
 
 VIEWPORT = {"width": 1280, "height": 1000}
 NO_GRADIENT_RGB = (0xD5, 0x5E, 0x00)  # Okabe and Ito's vermillion, the colour of the no-gradient marker
@@ -66,6 +79,9 @@ def browser_notebook(path):
     if extra:
         injected = next(c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", []))
         injected.source += "".join(f"\n{name} = {value!r}" for name, value in extra.items())
+    if path.name in LIVE_THROUGH:
+        last = next(i for i, cell in enumerate(notebook.cells) if LIVE_THROUGH[path.name](cell))
+        notebook.cells = notebook.cells[: last + 1]
     return notebook
 
 
@@ -291,37 +307,6 @@ def test_surrogate_explorer_redraws_when_a_slider_moves(session):
         )
         assert explorer.locator("img").count() == 1, "the explorer should hold one plot, replaced in place"
         print(f"explorer: slider {value_before} -> {value_after}, {share:.2%} of the plot's pixels changed")
-        figures_as_shown(tab, "02")
-
-
-def figures_as_shown(tab, prefix, smallest_scale=0.7):
-    """Screenshot every figure in the notebook's outputs at the size the page shows it.
-
-    Saved as build/screenshots/<prefix>_figure_<n>.png, to be looked at; and no figure may
-    be squeezed below `smallest_scale` of its own size, where its text would be too small.
-    """
-    images = tab.panel.locator(".jp-OutputArea-output img")
-    scales = []
-    for number in range(images.count()):
-        image = images.nth(number)
-        image.scroll_into_view_if_needed()
-        wait_until_drawn(tab, image)
-        shown, natural, height = image.evaluate(
-            "img => [img.getBoundingClientRect().width, img.naturalWidth, img.getBoundingClientRect().height]"
-        )
-        # A figure taller than the window would come out cut by the toolbars: grow the window
-        # for the shot (its width, and so the figure's shown size, stays the same).
-        tab.page.set_viewport_size({**VIEWPORT, "height": max(VIEWPORT["height"], int(height) + 300)})
-        image.scroll_into_view_if_needed()
-        tab.screenshot(f"{prefix}_figure_{number + 1}", locator=image)
-        tab.page.set_viewport_size(VIEWPORT)
-        scales.append(round(shown / natural, 2))
-    assert scales and min(scales) >= smallest_scale, (
-        f"{tab.relative_path}: figures shown at {scales} of their size; at least {smallest_scale} keeps "
-        f"their text legible (screenshots {prefix}_figure_*.png)"
-    )
-    print(f"{tab.relative_path}: {len(scales)} figures, shown at {scales} of their size")
-    return scales
 
 
 def wait_for_new_src(tab, image, old_src, timeout=60_000):
@@ -423,12 +408,9 @@ def test_live_gradient_plot_updates_in_place(session):
             f"live figure: cell {index}, replaced {replacements} times in place; "
             f"{red} red marker pixels; caption: {text}"
         )
-        figures_as_shown(tab, "04")
 
 
 # -- 03: the error, and under it the op and the line that cut the gradient ----------------
-
-FINDING = "03_finding_gradient_killers.ipynb"
 
 
 @pytest.mark.timeout(600, method="signal")
@@ -452,17 +434,3 @@ def test_the_no_gradients_error_shows_its_culprit_under_it(session):
         cell.scroll_into_view_if_needed()
         tab.screenshot("03_error_with_culprit", locator=cell)
         tab.page.set_viewport_size(VIEWPORT)
-
-
-# -- 06: every figure of the estimators' lesson legible at the size shown -----------------
-
-BEYOND = "06_beyond_straight_through.ipynb"
-
-
-@pytest.mark.timeout(900, method="signal")  # eleven autoencoders, even turned down, on a shared CPU
-def test_beyond_straight_through_runs_and_shows_its_figures_legibly(session):
-    with opened(session, BEYOND) as tab:
-        run_everything(tab, timeout=840)
-        scales = figures_as_shown(tab, "06")
-        # the bias-variance figure, then three figures for each of the three comparisons
-        assert len(scales) == 1 + 3 * 3, scales

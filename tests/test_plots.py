@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+import workbook
 from workbook import SURROGATES, check_surrogate, explore_surrogates, plot_derivatives, surrogate
 
 
@@ -240,9 +241,9 @@ def rendered(figure):
 
 
 def test_legend_never_covers_the_x_label_in_a_grid_of_panels():
-    """Notebook 02 draws every catalog entry in a 4 x 3 grid, 11 x 14 inches; each legend goes under its "x"."""
-    figure = Figure(figsize=(11, 14), layout="constrained")
-    for ax, name in zip(figure.subplots(4, 3).flat, SURROGATES, strict=True):
+    """Notebook 02 draws every catalog entry in a 6 x 2 grid, 8 x 21 inches; each legend goes under its "x"."""
+    figure = Figure(figsize=(8, 21), layout="constrained")
+    for ax, name in zip(figure.subplots(6, 2).flat, SURROGATES, strict=True):
         plot_derivatives(name, n_points=51, ax=ax)
     renderer = rendered(figure)
     for ax in figure.axes:
@@ -253,8 +254,9 @@ def test_legend_never_covers_the_x_label_in_a_grid_of_panels():
     # no two legends touch, and no legend reaches into the panel below it
     legends = [ax.get_legend().get_window_extent(renderer) for ax in figure.axes]
     assert not any(overlaps(a, b) for i, a in enumerate(legends) for b in legends[i + 1 :])
-    for upper, lower in zip(figure.axes[:-3], figure.axes[3:], strict=True):
+    for upper, lower in zip(figure.axes[:-2], figure.axes[2:], strict=True):
         assert not overlaps(upper.get_legend().get_window_extent(renderer), lower.get_window_extent(renderer))
+    assert all(figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1 for box in legends)  # and none runs off
 
 
 class FakeHistory:
@@ -280,7 +282,7 @@ def test_a_row_name_too_long_for_a_narrow_panel_is_shortened_to_end_inside_it():
 
     history = lab_history()
     history.layers[0] = "encoder_of_the_student_model_with_a_long_name"
-    figure = Figure(figsize=(2.5, 3.6))
+    figure = Figure(figsize=(3.3, 3.6))  # as narrow, for names at 10 pt, as 2.5 inches was for 7.5 pt
     ax = figure.subplots()
     draw_gradient_norms(ax, history)
     renderer = rendered(figure)
@@ -399,3 +401,85 @@ def test_the_derivative_figures_legends_end_inside_the_picture(name):
     renderer = rendered(figure)
     boxes = [ax.get_legend().get_window_extent(renderer) for ax in figure.axes if ax.get_legend() is not None]
     assert len(boxes) == 2 and min(box.y0 for box in boxes) >= 0, boxes
+
+
+# --- every workbook figure reads at the page's body size in JupyterLab -------------------
+
+#: JupyterLab 4's output area is 848 px wide in a 1280 x 1000 window; a wider PNG is shown scaled down to it.
+OUTPUT_AREA_PX = 848
+#: The notebook's body text is 14 px; matplotlib's default 10 pt at 100 dpi (13.9 px) counts as that size.
+BODY_TEXT_PX = 13.5
+
+
+def recorded_history():
+    """A GradientNormHistory as 04's cast leaves it: the encoder cut by a Cast, named with its cell and line."""
+    from types import SimpleNamespace
+
+    from workbook.monitor.monitoring import GradientNormHistory
+
+    history = GradientNormHistory()
+    history.layers = ["encoder", "decoder", "output"]
+    history._steps = list(range(0, 128, 2))
+    history._rows = [
+        {"encoder": (0.0, True), "decoder": (0.0, False), "output": (0.1 + 0.001 * i, False)} for i in range(64)
+    ]
+    history.cut_by["encoder"] = SimpleNamespace(op_type="Cast", where="cell In[6], line 5", code='tf.cast(z, "int32")')
+    return history
+
+
+def figures_of_every_kind():
+    """(name, figure) for each kind of figure the workbook draws, at the size a notebook draws it."""
+    from workbook.estimators.bias_variance import make_problem
+    from workbook.lab.compare import BottleneckRun, comparison_figures
+    from workbook.monitor.monitoring import _LiveFigure
+
+    class Model:
+        def predict(self, x, verbose=0):
+            return x
+
+    alive = FakeHistory(["encoder", "decoder", "output"], [[0.003, 0.1, 0.2]] * 3, [[False] * 3] * 3)
+    labels = ["identity", "integer cast", "cast_int_ste, 1/4", "floor_smooth, 1/4", "round_ste, 1/4"]
+    runs = {
+        label: BottleneckRun(label, Model(), {"loss": [0.3, 0.2], "val_loss": [0.31, 0.21]}, history, 0.2)
+        for label, history in zip(labels, [alive, lab_history(), alive, alive, alive], strict=True)
+    }
+    live = _LiveFigure(refresh_seconds=0)
+    live.show(recorded_history(), final=True)  # outside a notebook, IPython's display prints the text instead
+    results = workbook.measure_estimators(make_problem("bernoulli", n_latents=3), taus=(0.5, 1.0), n_samples=50)
+    losses, norms, images = comparison_figures(runs, np.zeros((8, 28, 28, 1), dtype="float32"))
+    return [
+        ("plot_derivatives", plot_derivatives("floor_smooth", n_points=101)),
+        ("comparison: losses", losses),
+        ("comparison: gradient norms", norms),
+        ("comparison: reconstructions", images),
+        ("monitor: history.plot()", recorded_history().plot()),
+        ("monitor: live figure", live.figure),
+        ("plot_bias_variance", workbook.plot_bias_variance(results, batch_size=64)),
+    ]
+
+
+def test_every_kind_of_figure_shows_its_text_at_the_body_size_in_jupyterlab():
+    """The smallest text the PNG records, times the ratio at which JupyterLab shows it, is the page's body size."""
+    import io
+
+    from PIL import Image
+
+    from workbook.core.figures import SMALLEST_TEXT_KEY, figure_png
+
+    for name, figure in figures_of_every_kind():
+        with Image.open(io.BytesIO(figure_png(figure))) as png:
+            smallest, width = float(png.text[SMALLEST_TEXT_KEY]), png.size[0]
+        shown = smallest * min(width, OUTPUT_AREA_PX) / width
+        assert shown >= BODY_TEXT_PX, f"{name}: smallest text {smallest} px in {width} px, {shown:.1f} px as shown"
+        assert width <= OUTPUT_AREA_PX, f"{name}: {width} px wide, shown scaled down in a {OUTPUT_AREA_PX} px area"
+        # Everything drawn (ticks, titles, legends) ends inside the picture, and so does every name in a panel.
+        renderer, picture = rendered(figure), figure.bbox.padded(1)
+        drawn = figure.get_tightbbox(renderer).transformed(figure.dpi_scale_trans)
+        assert is_inside(drawn, picture), f"{name}: something drawn runs out of the picture: {drawn} in {picture}"
+        names = [t for ax in figure.axes for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        outside = [t.get_text() for t in names if not is_inside(t.get_window_extent(renderer), picture)]
+        assert not outside, f"{name}: text running out of the picture: {outside}"
+
+
+def is_inside(box, other):
+    return other.x0 <= box.x0 and box.x1 <= other.x1 and other.y0 <= box.y0 and box.y1 <= other.y1

@@ -40,7 +40,8 @@ NAMES = [chapter["name"] for chapter in CHAPTERS]
 PAGE_IDS = ["index", *NAMES]
 
 # Building (about a minute when the notebooks come from the test run) is charged to the first test.
-pytestmark = [pytest.mark.notebook, pytest.mark.timeout(900)]
+# One worker builds the site and runs every check of it (JupyterLab's view runs beside it).
+pytestmark = [pytest.mark.notebook, pytest.mark.timeout(900), pytest.mark.xdist_group("book")]
 
 
 @pytest.fixture(scope="module")

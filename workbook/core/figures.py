@@ -20,8 +20,16 @@ __all__ = [
     "in_notebook",
     "show_figure",
     "draw_gradient_norms",
+    "fit_row_names",
+    "room_for_the_legend",
     "decade_range",
+    "WIDEST",
 ]
+
+#: The widest a figure can be, in inches at 100 dpi, and still be shown at its own size: JupyterLab's
+#: output area is 848 px wide in a 1280 px window. Its text then reads at the page's body size
+#: (14 px) when no text is below matplotlib's default 10 pt (13.9 px at 100 dpi).
+WIDEST = 8.4
 
 
 class PngFigure(Figure):
@@ -31,8 +39,11 @@ class PngFigure(Figure):
         return figure_png(self)
 
 
-def new_figure(figsize=(7, 3.6), dpi=90):
-    """A :class:`PngFigure` on the Agg canvas: no window, no pyplot, no global settings."""
+def new_figure(figsize=(7, 3.6), dpi=100):
+    """A :class:`PngFigure` on the Agg canvas: no window, no pyplot, no global settings.
+
+    At most :data:`WIDEST` inches wide, so that a notebook shows it at its own size.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     figure = PngFigure(figsize=figsize, dpi=dpi)
@@ -158,7 +169,8 @@ def draw_gradient_norms(ax, history, title=None, decades=None, legend=True, rese
         The powers of ten the axis spans (default: those of this history); give panels
         that are compared the same, see :func:`decade_range`.
     legend : bool
-        Add a legend of the layers drawn as curves.
+        Add a legend of the layers drawn as curves, beside the axes (on the right, where it
+        covers no curve; :func:`room_for_the_legend` makes room for it in a fixed layout).
     reserve_rows : int
         Room for at least this many rows below the break, so that panels with fewer
         rows keep the same y-axis as the others.
@@ -225,7 +237,8 @@ def _finish_axes(ax, steps, title, legend):
     if title:
         ax.set_title(title)
     if legend and any(line.get_label() and not line.get_label().startswith("_") for line in ax.lines):
-        ax.legend(loc="best", fontsize="small", framealpha=0.8)  # where it covers the fewest points of a curve
+        # Beside the axes, where it covers no curve (inside, "best" still covered the encoder's in 04).
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(True, which="major", alpha=0.3)
 
 
@@ -250,16 +263,49 @@ def _draw_rows(ax, steps, rows, levels):
             textcoords="offset points",
             va="bottom",
             color=color,
-            fontsize="small",
             fontweight="bold",
+            gid="row_name",
+            in_layout=False,  # the layout leaves the panel its size; the name is shortened to fit it
         )
         _fit_in_axes(name, ax)
+
+
+def room_for_the_legend(ax, margin_points=4):
+    """Narrow ``ax`` (in a figure without a layout engine) so its legend beside it ends inside the figure.
+
+    Cheaper than a layout engine, which draws the figure once more: the live figure of
+    04_autoencoder_lab.ipynb is redrawn while training runs. Row names are fitted again.
+    """
+    legend = ax.get_legend()
+    figure = ax.figure
+    if legend is None:
+        return
+    over = legend.get_window_extent().x1 + margin_points * figure.dpi / 72 - figure.bbox.x1
+    if abs(over) < 1:
+        return
+    figure.subplots_adjust(right=figure.subplotpars.right - over / figure.bbox.width)
+    for text in ax.texts:
+        if text.get_gid() == "row_name":
+            _fit_in_axes(text, ax)
+
+
+def fit_row_names(figure):
+    """Lay ``figure`` out, then shorten each row name of :func:`draw_gradient_norms` to end inside its panel.
+
+    For a figure with a layout engine, which moves the panels only when it is drawn.
+    """
+    figure.draw_without_rendering()
+    for ax in figure.axes:
+        for text in ax.texts:
+            if text.get_gid() == "row_name":
+                _fit_in_axes(text, ax)
 
 
 def _fit_in_axes(text, ax):
     """Shorten ``text``, word by word and then letter by letter, ending in "…", until it ends inside ``ax``."""
     right = ax.get_window_extent().x1
-    kept = text.get_text()
+    kept = text.full_text = getattr(text, "full_text", text.get_text())  # from the whole name every time
+    text.set_text(kept)
     while len(kept) > 3 and text.get_window_extent().x1 > right:
         kept = kept.rsplit(" ", 1)[0] if " " in kept else kept[:-1]
         text.set_text(kept.rstrip(",:") + "…")

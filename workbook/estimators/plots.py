@@ -5,7 +5,7 @@ Introduced in 06_beyond_straight_through.ipynb; draws what
 """
 
 from workbook.core.arguments import check_count, is_number, refuse, shown
-from workbook.core.figures import PALETTE, new_figure
+from workbook.core.figures import PALETTE, WIDEST, new_figure
 
 __all__ = ["plot_bias_variance"]
 
@@ -25,7 +25,8 @@ _COLORS = {
 def plot_bias_variance(results, batch_size=64, title="One-sample gradient estimates against the exact gradient"):
     """Bias, variance and the error of a batch's mean gradient, against the temperature tau.
 
-    Introduced in 06_beyond_straight_through.ipynb. Three panels share the tau axis (log):
+    Introduced in 06_beyond_straight_through.ipynb. Three panels (bias and variance on top,
+    the error below, the legend beside it) share the tau axis (log):
     the bias (length of mean estimate - exact gradient) with its noise floor as an error bar,
     the variance of one estimate, and ``|bias|^2 + variance * evaluations / batch_size``, the
     expected squared error of a step's mean gradient over ``batch_size`` loss evaluations (an
@@ -51,9 +52,9 @@ def plot_bias_variance(results, batch_size=64, title="One-sample gradient estima
     if not isinstance(title, str):
         refuse("title", title, "a string", owner="plot_bias_variance")
     results = _checked_results(results)
-    figure = new_figure(figsize=(10.5, 4.0))
+    figure = new_figure(figsize=(WIDEST, 6.6))
     figure.set_layout_engine("constrained")
-    axes = figure.subplots(1, 3, sharex=True)
+    axes = _three_panels(figure)
     taus = sorted({r.tau for r in results if r.tau is not None}) or [1.0]
     by_estimator = _by_estimator(results)
     for ax, (ylabel, value) in zip(axes, _panels(batch_size), strict=True):
@@ -63,9 +64,19 @@ def plot_bias_variance(results, batch_size=64, title="One-sample gradient estima
         _format_panel(ax, ylabel, taus)
     handles = [_legend_entry(results, estimator) for estimator in by_estimator]
     handles.append(_unresolved_entry())
-    figure.legend(handles=handles, loc="outside lower center", ncols=2, fontsize="small")
-    figure.suptitle(f"{title} ({min(r.n_samples for r in results):,} estimates each)", fontsize="medium")
+    # In the fourth place of the grid, beside the third panel: text at full size, over no curve.
+    figure.legend(
+        handles=handles, loc="center left", bbox_to_anchor=(1.08, 0.5), bbox_transform=axes[2].transAxes, frameon=False
+    )
+    figure.suptitle(f"{title} ({min(r.n_samples for r in results):,} estimates each)")
     return figure
+
+
+def _three_panels(figure):
+    """Bias and variance side by side, the error below the bias; the place beside it is the legend's."""
+    grid = figure.add_gridspec(2, 2)
+    bias = figure.add_subplot(grid[0, 0])
+    return [bias, figure.add_subplot(grid[0, 1], sharex=bias), figure.add_subplot(grid[1, 0], sharex=bias)]
 
 
 def _checked_results(results):
@@ -140,7 +151,7 @@ def _format_panel(ax, ylabel, taus):
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("temperature τ (Gumbel-softmax)")
-    ax.set_title(ylabel, fontsize="medium")
+    ax.set_title(ylabel)
     ax.grid(True, which="major", alpha=0.25)
 
 
@@ -168,7 +179,7 @@ def _unresolved_entry():
         marker="o",
         mfc="white",
         ls="none",
-        label="hollow, or dotted: a bias within 2x its noise floor (the error bar), unresolved",
+        label="hollow, or dotted: a bias within 2x its\nnoise floor (the error bar), unresolved",
     )
 
 

@@ -133,9 +133,9 @@ def _loss_figure(runs):
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    from workbook.core.figures import PALETTE, new_figure
+    from workbook.core.figures import PALETTE, WIDEST, new_figure
 
-    figure = new_figure(figsize=(8.5, 3.4))
+    figure = new_figure(figsize=(WIDEST, 3.4))
     figure.set_layout_engine("constrained")
     ax = figure.subplots()
     colors = list(PALETTE.values())
@@ -156,19 +156,19 @@ def _loss_figure(runs):
     ]
     # Beside the axes, so that no legend covers a curve: one entry per bottleneck, two styles.
     handles = [*ax.get_legend_handles_labels()[0], Line2D([], [], ls="none", label=" "), *styles]
-    figure.legend(handles=handles, loc="outside right upper", fontsize="small")
+    figure.legend(handles=handles, loc="outside right upper")
     ax.grid(True, alpha=0.3)
     return figure
 
 
 def _gradient_norm_figure(runs):
-    """One panel of per-layer gradient norms per bottleneck, up to three a row, on one y-axis."""
-    from workbook.core.figures import draw_gradient_norms, new_figure, rows_below_the_break
+    """One panel of per-layer gradient norms per bottleneck, two a row, on one y-axis."""
+    from workbook.core.figures import WIDEST, draw_gradient_norms, fit_row_names, new_figure, rows_below_the_break
 
     labels = list(runs)
-    columns = min(len(labels), 3)
+    columns = min(len(labels), 2)  # two panels fill the notebook's width with text at full size
     rows = -(-len(labels) // columns)
-    figure = new_figure(figsize=(4.0 * columns, 3.2 * rows + 0.5))
+    figure = new_figure(figsize=(WIDEST * columns / 2, 3.0 * rows + 0.8))
     figure.set_layout_engine("constrained")
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False).ravel())
     histories = [runs[label].gradients for label in labels]
@@ -185,10 +185,9 @@ def _gradient_norm_figure(runs):
         list(handles),
         loc="outside lower center",
         ncols=len(handles),
-        fontsize="small",
         title="gradient norm of each layer (same y-axis in every panel)",
-        title_fontsize="small",
     )
+    fit_row_names(figure)
     return figure
 
 
@@ -202,30 +201,44 @@ def _shared_decades(histories):
 
 
 def _reconstruction_figure(runs, x_test, n_images):
-    """The first test images on top, and each bottleneck's reconstructions below, named with their MSE."""
-    from workbook.core.figures import new_figure
+    """The first test images on top, and each bottleneck's reconstructions below, each row named above itself.
+
+    A name above its row, not beside it, leaves the images the notebook's whole width.
+    """
+    from workbook.core.figures import WIDEST, new_figure
 
     n_images = min(n_images, len(x_test))
-    rows_of_images = [("original", x_test[:n_images])]
+    rows_of_images = [("test images", x_test[:n_images])]
     rows_of_images += [
         (_row_name(label, run), run.model.predict(x_test[:n_images], verbose=0)) for label, run in runs.items()
     ]
-    figure = new_figure(figsize=(1.1 * n_images + 1.6, 1.15 * len(rows_of_images)))
+    side, gap, name, title = min(1.0, (WIDEST - 0.2) / n_images), 0.04, 0.28, 0.4  # inches
+    height = title + len(rows_of_images) * (side + name) + 0.05
+    figure = new_figure(figsize=(WIDEST, height))
     cells = figure.subplots(len(rows_of_images), n_images, squeeze=False)
-    for r, (name, images) in enumerate(rows_of_images):
+    figure.subplots_adjust(
+        left=0.1 / WIDEST,
+        right=(0.1 + n_images * side) / WIDEST,
+        top=1 - (title + name) / height,
+        bottom=0.05 / height,
+        wspace=gap / (side - gap),
+        hspace=name / side,
+    )
+    for r, (row_name, images) in enumerate(rows_of_images):
         for c in range(n_images):
             cell = cells[r, c]
             cell.imshow(images[c, :, :, 0], cmap="gray", vmin=0, vmax=1)
             cell.set_xticks([])
             cell.set_yticks([])
-        cells[r, 0].set_ylabel(name, rotation=0, ha="right", va="center", fontsize="small")
+        cells[r, 0].annotate(
+            row_name, xy=(0, 1), xycoords="axes fraction", xytext=(0, 3), textcoords="offset points", va="bottom"
+        )
     figure.suptitle("Test images (top) and their reconstructions")
-    figure.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02, wspace=0.05, hspace=0.1)
     return figure
 
 
 def _row_name(label, run):
-    name = f"{label}\nMSE {run.test_mse:.4f}"
+    name = f"{label}: MSE {run.test_mse:.4f}"
     if run.codes_used is not None:
-        name += f"\n{run.codes_used}/{run.n_codes} codes, perplexity {run.perplexity:.1f}"
+        name += f", {run.codes_used}/{run.n_codes} codes, perplexity {run.perplexity:.1f}"
     return name

@@ -12,7 +12,15 @@ import time
 import numpy as np
 
 from workbook.core.arguments import is_number, refuse
-from workbook.core.figures import draw_gradient_norms, figure_png, in_notebook, new_figure
+from workbook.core.figures import (
+    WIDEST,
+    draw_gradient_norms,
+    figure_png,
+    fit_row_names,
+    in_notebook,
+    new_figure,
+    room_for_the_legend,
+)
 from workbook.monitor.recording import GradientNormRecorder, GradientNormRecords
 
 
@@ -25,10 +33,14 @@ class GradientNormHistory(GradientNormRecords):
 
     def plot(self, ax=None, title=None):
         """Draw the norms on a log scale; returns the matplotlib Figure."""
-        if ax is None:
-            ax = new_figure(figsize=(7, 3.6)).subplots()
-        draw_gradient_norms(ax, self, title=title)
-        return ax.figure
+        if ax is not None:
+            draw_gradient_norms(ax, self, title=title)
+            return ax.figure
+        figure = new_figure(figsize=(WIDEST, 3.6))
+        figure.set_layout_engine("constrained")
+        draw_gradient_norms(figure.subplots(), self, title=title)
+        fit_row_names(figure)
+        return figure
 
 
 class GradientNormMonitor(GradientNormRecorder):
@@ -149,9 +161,9 @@ class _LiveFigure:
 
     def __init__(self, refresh_seconds):
         self.refresh_seconds = refresh_seconds
-        self.figure = new_figure()
+        self.figure = new_figure(figsize=(WIDEST, 3.6))
         self.ax = self.figure.subplots()
-        self.figure.subplots_adjust(left=0.11, right=0.97, bottom=0.15, top=0.9)
+        self.figure.subplots_adjust(left=0.1, right=0.8, bottom=0.15, top=0.9)
         self.image = self.caption = None
         self.last_drawn = 0.0
         self.last_cost = 0.0  # seconds the last redraw took
@@ -174,6 +186,7 @@ class _LiveFigure:
         from IPython.display import display
 
         draw_gradient_norms(self.ax, history, title="Gradient norm per layer (live)")
+        room_for_the_legend(self.ax)
         text = describe(history)
         image = _Shown(text, png=figure_png(self.figure))
         caption = _Shown(

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.transforms import ScaledTranslation
 
 from workbook.core.arguments import check_float_dtype, refuse, shown
-from workbook.core.figures import PALETTE, PngFigure, figure_png
+from workbook.core.figures import PALETTE, WIDEST, PngFigure, figure_png
 from workbook.surrogates.checks import check_test_range
 from workbook.surrogates.derivatives import check_grid, measure, resolve
 
@@ -106,7 +106,8 @@ def plot_derivatives(fn_or_name, x_range=(-2, 2), n_points=401, ax=None, axes=No
         _legend_below(ax_forward)
         ax_forward.grid(alpha=0.3)
     _draw_derivatives(ax_derivative, data, known, name)
-    if own:  # a figure of our own (not the caller's): grow it until the legends fit below the axes
+    if own:  # a figure of our own (not the caller's): every legend ends inside it
+        _inside_sideways(figure)
         _room_below(figure)
     return figure
 
@@ -117,9 +118,22 @@ def _panels(ax, axes):
         return ax.figure, (None, ax), False
     if axes is not None:
         return axes[0].figure, tuple(axes), False
-    figure = DerivativeFigure(figsize=(10, 4.4))
-    figure.subplots_adjust(left=0.06, right=0.98, top=0.92, bottom=0.33, wspace=0.2)
+    figure = DerivativeFigure(figsize=(WIDEST, 4.4), dpi=100)
+    figure.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.33, wspace=0.22)
     return figure, tuple(figure.subplots(1, 2)), True
+
+
+def _inside_sideways(figure, margin_points=4):
+    """Move a legend wider than the room beside the middle of its panel left or right, to end inside ``figure``."""
+    margin = margin_points * figure.dpi / 72
+    for ax in figure.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent()
+        shift = max(0.0, margin - box.x0) - max(0.0, box.x1 - (figure.bbox.x1 - margin))  # pixels
+        if shift:
+            legend.set_bbox_to_anchor((0.5, 0.0), transform=_below_the_label(ax, dx_points=shift * 72 / figure.dpi))
 
 
 def _room_below(figure, margin_points=4):
@@ -214,7 +228,7 @@ def _draw_derivatives(ax, data, known, name):
             ms=5,
             color=_COLORS["fd"],
             alpha=0.6,
-            label=f"finite difference off the scale (jumps, up to {np.abs(fd).max():.3g})",
+            label=f"finite difference off the scale\n(jumps, up to {np.abs(fd).max():.3g})",  # fits half the width
             gid="finite_difference_off_scale",
             clip_on=False,
         )
@@ -236,14 +250,12 @@ def _legend_below(ax):
     The offset is in points (tick labels and the label keep their size in points when a
     figure shrinks into a grid), so the legend never sits on the "x" below the axis.
     """
-    below_label = ScaledTranslation(0, -_LABEL_DEPTH_POINTS / 72, ax.figure.dpi_scale_trans)
-    ax.legend(
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        bbox_transform=ax.transAxes + below_label,
-        fontsize=9,
-        frameon=False,
-    )
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=_below_the_label(ax), frameon=False)
+
+
+def _below_the_label(ax, dx_points=0.0):
+    """Axes coordinates moved down below the x-axis label (and ``dx_points`` sideways)."""
+    return ax.transAxes + ScaledTranslation(dx_points / 72, -_LABEL_DEPTH_POINTS / 72, ax.figure.dpi_scale_trans)
 
 
 # Tick (3.5) + pad (3.5) + tick labels (10) + label pad (4) + label (10), plus a little air.
