@@ -5,7 +5,9 @@ course/nbgrader_config.py through nbgrader's own command line, each submission i
 sandboxed kernel, its verdicts taken outside it: a small class of reference solutions
 (which train) and untouched releases (which stop at the first answer), graded by
 ``workbook.course.grade_class`` with 1, 2 and 4 workers. Per-submission times and the speed-up
-come from the same run; a class of 300 is extrapolated from the measured throughput.
+come from the same run; a class of 300 is extrapolated from the measured throughput. Memory
+is the peak resident set of every process the grading started (nbgrader, the sandboxed
+kernels, the verdicts), sampled every 0.2 s: with one worker, what one submission takes.
 """
 
 import os
@@ -19,6 +21,7 @@ import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+from notebook_budgets import PeakMemory  # noqa: E402  (a benchmark beside this one)
 from notebook_runner import clean_environment  # noqa: E402  (tests/ is put on the path just above)
 from notebook_runner import run_nbgrader as nbgrader  # noqa: E402
 
@@ -57,9 +60,15 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory(prefix="grading-bench-") as folder:
         course, env = make_course(pathlib.Path(folder))
+        with PeakMemory(os.getpid()) as idle:
+            time.sleep(1)
+        baseline = idle.peak  # this process itself, before any grading
         for workers in WORKERS:
             started = time.perf_counter()
-            results = grade_class(course, ASSIGNMENT, workers=workers, extra=["--force"], env=env, log=lambda _: None)
+            with PeakMemory(os.getpid()) as memory:
+                results = grade_class(
+                    course, ASSIGNMENT, workers=workers, extra=["--force"], env=env, log=lambda _: None
+                )
             wall = time.perf_counter() - started
             failed = sorted(student for student, (code, _, _) in results.items() if code != 0)
             if failed:
@@ -68,7 +77,7 @@ def main():
                 kind: sorted(seconds for student, (_, seconds, _) in results.items() if student.startswith(kind))
                 for kind in CLASS
             }
-            rows.append((workers, wall, per_kind))
+            rows.append((workers, wall, per_kind, memory.peak - baseline))
     n = sum(CLASS.values())
     one = rows[0][1]
     lines = [
@@ -79,13 +88,16 @@ def main():
         f"each through `nbgrader autograde` in its own sandboxed kernel, with its verdicts taken outside it, "
         f"on {os.cpu_count()} cores.",
         "",
-        "| workers | whole class | speed-up | one reference / one untouched (median) | per submission |",
-        "|---|---|---|---|---|",
+        "| workers | whole class | speed-up | one reference / one untouched (median) | per submission "
+        "| peak memory of the grading |",
+        "|---|---|---|---|---|---|",
     ]
-    for workers, wall, per_kind in rows:
+    for workers, wall, per_kind, peak in rows:
         medians = " / ".join(f"{times[len(times) // 2]:.0f} s" for times in per_kind.values())
-        lines.append(f"| {workers} | {wall:.0f} s | {one / wall:.2f}x | {medians} | {wall / n:.0f} s |")
-    best_workers, best_wall, _ = min(rows, key=lambda row: row[1])
+        lines.append(
+            f"| {workers} | {wall:.0f} s | {one / wall:.2f}x | {medians} | {wall / n:.0f} s | {peak / 2**20:.0f} MiB |"
+        )
+    best_workers, best_wall, *_ = min(rows, key=lambda row: row[1])
     lines += [
         "",
         f"A class of {CLASS_SIZE} like this one (half training, half not): about "
