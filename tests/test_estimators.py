@@ -692,6 +692,104 @@ def test_compare_bottlenecks_trains_discrete_bottlenecks_with_live_gradient_norm
     assert np.all(codebook.norms[:, codebook.layers.index("bottleneck")] > 0)  # the codebook learns
 
 
+# --- the annealed Gumbel-softmax temperature (Jang, Gu and Poole 2017) ----------------------------
+
+
+def jang_temperature(steps, rate, every, tau_min, tau=1.0):
+    """The paper's schedule written out: max(tau_min, tau * exp(-rate * t)), t updated every ``every`` steps."""
+    return max(tau_min, tau * np.exp(-rate * every * (steps // every)))
+
+
+def test_an_annealed_temperature_follows_the_schedule_of_jang_et_al_step_by_step(digits):
+    x_train, _ = digits
+    bottleneck = DiscreteBottleneck("categorical", "gumbel_softmax_st", anneal_rate=0.05, anneal_every=3, seed=0)
+    model = workbook.autoencoder(bottleneck, seed=0)
+    assert bottleneck.temperature == 1.0
+    for epochs, steps in ((1, 4), (1, 8), (3, 20)):  # 256 images in batches of 64: 4 steps an epoch
+        model.fit(x_train[:256], x_train[:256], epochs=epochs, batch_size=64, verbose=0)
+        assert float(bottleneck.training_steps.numpy()) == steps
+        assert bottleneck.temperature == pytest.approx(jang_temperature(steps, 0.05, 3, 0.5), rel=1e-6)
+    assert jang_temperature(20, 0.05, 3, 0.5) == 0.5  # the floor is reached: exp(-0.05 * 18) = 0.41
+    # Testing, predicting and measuring take no training step.
+    model.predict(x_train[:64], verbose=0)
+    model(x_train[:64], training=False)
+    assert float(bottleneck.training_steps.numpy()) == 20
+
+
+@pytest.mark.parametrize("estimator", ["gumbel_softmax", "gumbel_softmax_st"])
+def test_an_annealed_layer_samples_as_a_fixed_one_at_the_temperature_it_has_reached(estimator):
+    logits = tf.constant(np.random.default_rng(0).normal(size=(8, 5, 4)), dtype="float32")
+    annealed = DiscreteBottleneck("categorical", estimator, anneal_rate=0.1, anneal_every=2, tau_min=0.2, seed=7)
+    annealed.training_steps.assign(5.0)  # updated at 4: tau = exp(-0.4)
+    fixed = DiscreteBottleneck("categorical", estimator, tau=float(np.exp(-0.4)), seed=7)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        z_annealed, z_fixed = annealed(logits, training=True), fixed(logits, training=True)
+        weights = tf.constant(np.arange(4.0), dtype="float32")
+        loss_annealed, loss_fixed = tf.reduce_sum(z_annealed**2 * weights), tf.reduce_sum(z_fixed**2 * weights)
+    np.testing.assert_allclose(z_annealed, z_fixed, rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(loss_annealed, logits), tape.gradient(loss_fixed, logits), rtol=1e-5)
+    assert float(annealed.training_steps.numpy()) == 6  # one training step more
+    late = DiscreteBottleneck("categorical", estimator, anneal_rate=0.1, anneal_every=2, tau_min=0.2, seed=7)
+    late.training_steps.assign(1000.0)  # long past the floor
+    cold = DiscreteBottleneck("categorical", estimator, tau=0.2, seed=7)
+    np.testing.assert_allclose(late(logits, training=True), cold(logits, training=True), rtol=1e-6)
+
+
+def test_a_fixed_temperature_adds_no_weight_and_samples_as_before():
+    layer = DiscreteBottleneck("categorical", "gumbel_softmax", tau=0.7, seed=3)
+    assert [weight.name for weight in layer.weights] == ["baseline"]
+    assert layer.temperature == 0.7 and layer.get_config()["anneal_rate"] is None
+    logits = tf.constant(np.random.default_rng(1).normal(size=(4, 3, 5)), dtype="float32")
+    expected, _ = sample_latent(logits, "categorical", "gumbel_softmax", tau=0.7, seed=keras.random.SeedGenerator(3))
+    np.testing.assert_allclose(layer(logits, training=True), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"anneal_rate": 0.0}, r"anneal_rate=0.0 must be None \(a fixed tau\) or a number in \(0, 1\]"),
+        ({"anneal_rate": float("nan")}, "anneal_rate=nan must be"),
+        ({"anneal_rate": "1e-3"}, "anneal_rate='1e-3' must be"),
+        ({"anneal_rate": 1e-3, "anneal_every": 0}, "anneal_every=0 must be a whole number from 1 to 1000000"),
+        ({"anneal_rate": 1e-3, "anneal_every": 2.5}, "anneal_every=2.5 must be"),
+        ({"anneal_rate": 1e-3, "tau_min": 1.5}, r"tau_min=1.5 must be a temperature in \(0, tau=1\]"),
+        ({"anneal_rate": 1e-3, "tau": 0.3}, r"tau_min=0.5 must be a temperature in \(0, tau=0.3\]"),
+        ({"anneal_rate": 1e-3, "tau_min": 0}, "tau_min=0 must be"),
+        ({"tau_min": 0.5}, "tau_min=0.5 must be None unless anneal_rate is given"),
+        ({"anneal_every": 10}, "anneal_every=10 must be None unless anneal_rate is given"),
+    ],
+)
+def test_bad_annealing_arguments_are_refused_naming_the_argument_the_value_and_what_is_allowed(arguments, message):
+    with pytest.raises(ValueError, match="^DiscreteBottleneck: " + message):
+        DiscreteBottleneck("categorical", "gumbel_softmax", **arguments)
+
+
+@pytest.mark.parametrize("estimator", ["straight_through", "score_function", "score_function_loo"])
+def test_annealing_is_refused_for_an_estimator_without_a_temperature(estimator):
+    with pytest.raises(ValueError, match=f"anneal_rate=0.001 must be None for estimator='{estimator}'"):
+        DiscreteBottleneck("categorical", estimator, anneal_rate=1e-3)
+
+
+def test_an_annealed_model_saves_and_loads_in_safe_mode_where_its_schedule_had_got_to(digits, tmp_path):
+    x_train, x_test = digits
+    bottleneck = DiscreteBottleneck(
+        "bernoulli", "gumbel_softmax", anneal_rate=0.02, anneal_every=2, tau_min=0.6, test_latent="mode"
+    )
+    model = workbook.autoencoder(bottleneck, seed=0)
+    model.fit(x_train[:192], x_train[:192], epochs=1, batch_size=64, verbose=0)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    layer = loaded.get_layer("bottleneck")
+    assert layer.get_config() == bottleneck.get_config()
+    assert (layer.anneal_rate, layer.anneal_every, layer.tau_min) == (0.02, 2, 0.6)
+    assert layer.temperature == pytest.approx(jang_temperature(3, 0.02, 2, 0.6), rel=1e-6)
+    np.testing.assert_allclose(loaded.predict(x_test[:16], verbose=0), model.predict(x_test[:16], verbose=0), atol=1e-6)
+    loaded.fit(x_train[:128], x_train[:128], epochs=1, batch_size=64, verbose=0)
+    assert layer.temperature == pytest.approx(jang_temperature(5, 0.02, 2, 0.6), rel=1e-6)  # goes on from 3
+    assert "anneal_rate=0.02, anneal_every=2, tau_min=0.6" in repr(layer)
+
+
 def test_leave_one_out_model_trains_on_every_draw_with_the_others_as_baseline(digits):
     x_train, _ = digits
     x = x_train[:32]

@@ -134,3 +134,14 @@ def test_the_students_version_runs_to_the_end_with_the_exercise_unanswered():
     )
     assert "not written yet" in text_of(check)
     assert nbformat.validate(notebook) is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_annealing_the_soft_gumbel_softmax_beats_its_fixed_temperature_at_three_seeds(seed):
+    annealing = seeds_check.annealing_claims(seed, **REDUCED, with_twin=False)
+    claim = "the annealed soft Gumbel-softmax beats the soft one at tau = 1 (sampled code)"
+    assert annealing[claim], (claim, seed, annealing["figures"])
+    # Jang et al.'s schedule, written out: 96 steps, updated every 10, so tau = exp(-0.003 * 90)
+    assert annealing["figures"]["temperature at the end"] == pytest.approx(np.exp(-0.27), abs=1e-3)

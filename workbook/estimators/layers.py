@@ -18,9 +18,11 @@ from workbook.core.arguments import check_seed, is_number, is_whole_number, refu
 from workbook.estimators.sampling import (
     LEAVE_ONE_OUT,
     SCORE_FUNCTIONS,
+    check_annealing,
     check_estimator,
     check_samples,
     check_tau,
+    draw_latent,
     latent_mode,
     leave_one_out_baseline,
     sample_latent,
@@ -54,7 +56,14 @@ class DiscreteBottleneck(keras.layers.Layer):
         One of ``"straight_through"``, ``"gumbel_softmax"``, ``"gumbel_softmax_st"``,
         ``"score_function"``, ``"score_function_loo"`` or ``"disarm"`` (Bernoulli only).
     tau : float
-        Gumbel-softmax temperature.
+        Gumbel-softmax temperature (the starting one, when it is annealed).
+    anneal_rate : float or None
+        Anneal the Gumbel-softmax temperature while training, as Jang, Gu and Poole (2017) do:
+        ``max(tau_min, tau * exp(-anneal_rate * t))`` after ``t`` training steps. None: ``tau`` is fixed.
+    anneal_every : int or None
+        Update the annealed temperature every this many training steps (default 1; the paper's 500).
+    tau_min : float or None
+        The floor of the annealed temperature (default 0.5, the paper's).
     baseline_decay : float in [0, 1)
         The score function's baseline follows each batch's mean loss with this decay.
     samples : int or None
@@ -72,6 +81,7 @@ class DiscreteBottleneck(keras.layers.Layer):
     Examples
     --------
     >>> bottleneck = DiscreteBottleneck("categorical", "gumbel_softmax_st", tau=0.5)
+    >>> annealed = DiscreteBottleneck("categorical", "gumbel_softmax", anneal_rate=3e-3, anneal_every=10)
     """
 
     #: The encoder in front of this layer outputs logits, which may be negative: no ReLU.
@@ -87,6 +97,9 @@ class DiscreteBottleneck(keras.layers.Layer):
         test_latent="sample",
         name="bottleneck",
         samples=None,
+        anneal_rate=None,
+        anneal_every=None,
+        tau_min=None,
         **kwargs,
     ):
         check_estimator(estimator, latent, owner="DiscreteBottleneck")
@@ -102,6 +115,9 @@ class DiscreteBottleneck(keras.layers.Layer):
                 f"sample) or 'mode' (the most likely latent)."
             )
         self.tau = check_tau(tau, owner="DiscreteBottleneck")
+        self.anneal_rate, self.anneal_every, self.tau_min = check_annealing(
+            estimator, self.tau, anneal_rate, anneal_every, tau_min
+        )
         if not is_number(baseline_decay, low=0, high=1, include_high=False):
             raise ValueError(
                 f"DiscreteBottleneck: baseline_decay={baseline_decay!r} must be a number in [0, 1), e.g. 0.9."
@@ -115,6 +131,20 @@ class DiscreteBottleneck(keras.layers.Layer):
         self.samples = samples
         self.seed_generator = keras.random.SeedGenerator(self.seed)
         self.baseline = self.add_weight(shape=(), initializer="zeros", trainable=False, name="baseline")
+        if self.anneal_rate is not None:  # only then: a saved model with a fixed tau keeps its weights
+            self.training_steps = self.add_weight(shape=(), initializer="zeros", trainable=False, name="training_steps")
+
+    @property
+    def temperature(self):
+        """The Gumbel-softmax temperature of the next training step: ``tau``, or where its annealing has got to."""
+        if self.anneal_rate is None:
+            return self.tau
+        return float(self.temperature_after(self.training_steps))
+
+    def temperature_after(self, steps):
+        """The annealed temperature after ``steps`` training steps (a tensor; see ``anneal_rate``)."""
+        updated = ops.floor(ops.convert_to_tensor(steps, "float32") / self.anneal_every) * self.anneal_every
+        return ops.maximum(self.tau_min, self.tau * ops.exp(-self.anneal_rate * updated))
 
     @property
     def needs_example_losses(self):
@@ -125,7 +155,10 @@ class DiscreteBottleneck(keras.layers.Layer):
         # A score function's sample carries no gradient, so one hard draw per example is all a plain
         # forward pass needs; ScoreFunctionAutoencoder's train step draws the rest through sample().
         if training and self.estimator not in SCORE_FUNCTIONS:
-            return self.sample(inputs)[0]
+            z = self.sample(inputs)[0]
+            if self.anneal_rate is not None:  # one training step more at this temperature
+                self.training_steps.assign_add(1.0)
+            return z
         if self.test_latent == "mode" and not training:
             return latent_mode(inputs, self.latent)
         hard, _ = sample_latent(inputs, self.latent, "score_function", seed=self.seed_generator)
@@ -138,9 +171,13 @@ class DiscreteBottleneck(keras.layers.Layer):
         batch axis, ``samples`` times as many rows as ``inputs``, as is ``log_prob``.
         """
         draws = self.samples if self.samples > 1 else None
-        z, log_prob = sample_latent(
-            inputs, self.latent, self.estimator, self.tau, seed=self.seed_generator, samples=draws
-        )
+        if self.anneal_rate is None:
+            z, log_prob = sample_latent(
+                inputs, self.latent, self.estimator, self.tau, seed=self.seed_generator, samples=draws
+            )
+        else:  # a Gumbel-softmax estimator, one draw per example, at this step's temperature
+            tau = ops.cast(self.temperature_after(self.training_steps), inputs.dtype)
+            z, log_prob = draw_latent(inputs, self.latent, self.estimator, tau, self.seed_generator)
         if draws is not None:
             z = ops.reshape(z, (-1, *ops.shape(inputs)[1:]))
         return z, ops.sum(ops.reshape(log_prob, (ops.shape(z)[0], -1)), axis=1)
@@ -180,10 +217,15 @@ class DiscreteBottleneck(keras.layers.Layer):
             "seed": self.seed,
             "test_latent": self.test_latent,
             "samples": self.samples,
+            "anneal_rate": self.anneal_rate,
+            "anneal_every": self.anneal_every,
+            "tau_min": self.tau_min,
         }
 
     def __repr__(self):
         tau = f", tau={self.tau:g}" if self.estimator.startswith("gumbel") else ""
+        if self.anneal_rate is not None:
+            tau += f", anneal_rate={self.anneal_rate:g}, anneal_every={self.anneal_every}, tau_min={self.tau_min:g}"
         samples = f", samples={self.samples}" if self.samples > 1 and self.estimator != "disarm" else ""
         return f"<DiscreteBottleneck({self.latent!r}, {self.estimator!r}{tau}{samples}) name={self.name!r}>"
 

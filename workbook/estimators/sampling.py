@@ -47,7 +47,7 @@ one, with its own trade-off:
 Every function uses ``keras.ops`` and works eagerly, in ``tf.function`` and in a layer.
 """
 
-from workbook.core.arguments import check_seed, is_number, is_whole_number, refuse
+from workbook.core.arguments import check_count, check_seed, is_number, is_whole_number, refuse
 
 __all__ = [
     "ESTIMATORS",
@@ -58,6 +58,7 @@ __all__ = [
     "check_estimator",
     "check_tau",
     "check_samples",
+    "check_annealing",
 ]
 
 #: The estimator names :func:`sample_latent` understands.
@@ -81,6 +82,12 @@ BERNOULLI_ONLY = ("disarm",)
 
 #: The kinds of latent: one bit per logit, or one of ``logits.shape[-1]`` classes.
 LATENTS = ("bernoulli", "categorical")
+
+#: The most training steps between two updates of an annealed temperature (a typo beyond it).
+MAX_ANNEAL_EVERY = 1_000_000
+
+#: The floor of an annealed temperature unless one is given, as in Jang, Gu and Poole (2017).
+DEFAULT_TAU_MIN = 0.5
 
 # Keeps log(u) and log(1 - u) finite for uniform noise u.
 _EPSILON = 1e-7
@@ -111,6 +118,32 @@ def check_tau(tau, owner="sample_latent"):
             f"{owner}: tau={tau!r} must be a temperature in (0, 100], e.g. tau=1.0; small tau is closer to discrete."
         )
     return float(tau)
+
+
+def check_annealing(estimator, tau, anneal_rate, anneal_every=None, tau_min=None, owner="DiscreteBottleneck"):
+    """``(anneal_rate, anneal_every, tau_min)`` as numbers, all None for a fixed ``tau``, or a ValueError.
+
+    Introduced in 06_beyond_straight_through.ipynb: the temperature is annealed as
+    ``max(tau_min, tau * exp(-anneal_rate * t))``, ``t`` the training steps taken, updated
+    every ``anneal_every`` steps (Jang, Gu and Poole 2017: ``tau = 1``, ``tau_min = 0.5``).
+    """
+    if anneal_rate is None:
+        for argument, value in (("anneal_every", anneal_every), ("tau_min", tau_min)):
+            if value is not None:
+                refuse(argument, value, "None unless anneal_rate is given: tau is fixed without it", owner)
+        return None, None, None
+    if not estimator.startswith("gumbel_softmax"):
+        allowed = f"None for estimator={estimator!r}: only the Gumbel-softmax estimators have a temperature"
+        refuse("anneal_rate", anneal_rate, allowed, owner)
+    if not is_number(anneal_rate, low=0, high=1, include_low=False):
+        allowed = "None (a fixed tau) or a number in (0, 1], the fall of log(tau) per training step, e.g. 3e-3"
+        refuse("anneal_rate", anneal_rate, allowed, owner)
+    anneal_every = 1 if anneal_every is None else anneal_every
+    check_count("anneal_every", anneal_every, low=1, high=MAX_ANNEAL_EVERY, owner=owner)
+    tau_min = DEFAULT_TAU_MIN if tau_min is None else tau_min
+    if not is_number(tau_min, low=0, high=tau, include_low=False):
+        refuse("tau_min", tau_min, f"a temperature in (0, tau={tau:g}], the floor of the annealing, e.g. 0.5", owner)
+    return float(anneal_rate), int(anneal_every), float(tau_min)
 
 
 def check_samples(samples, estimator, owner="sample_latent"):
@@ -196,6 +229,18 @@ def sample_latent(logits, latent="bernoulli", estimator="straight_through", tau=
     logits = check_logits(logits, latent)
     if samples is not None or draws > 1:
         logits = ops.broadcast_to(logits[None], (draws, *ops.shape(logits)))
+    return draw_latent(logits, latent, estimator, tau, seed)
+
+
+def draw_latent(logits, latent, estimator, tau, seed):
+    """:func:`sample_latent` without its checks; ``tau`` may be a tensor (an annealed temperature).
+
+    Introduced in 06_beyond_straight_through.ipynb. ``logits`` already carry the draws along
+    their first axis when there are several.
+    """
+    import keras
+    from keras import ops
+
     if estimator == "disarm":  # one uniform per example, and its antithetic partner 1 - u
         u = keras.random.uniform(
             ops.shape(logits)[1:], minval=_EPSILON, maxval=1.0 - _EPSILON, dtype=logits.dtype, seed=seed
