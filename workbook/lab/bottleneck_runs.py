@@ -35,6 +35,9 @@ class BottleneckRun:
         the test images use, and the perplexity of their frequencies (06_beyond_straight_through.ipynb).
     n_codes : int or None
         The codebook's size.
+    flips : numpy.ndarray or None
+        With ``flip_images``: the share of the bottleneck's codes for those images that changed
+        at each training step (:class:`workbook.monitor.flips.CodeFlipRatio`); None without.
     """
 
     label: str
@@ -46,6 +49,7 @@ class BottleneckRun:
     codes_used: object = None
     perplexity: object = None
     n_codes: object = None
+    flips: object = None
 
 
 def codebook_usage(model, x):
@@ -88,7 +92,9 @@ def check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, see
     return check_images("x_train", x_train, owner), check_images("x_test", x_test, owner)
 
 
-def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, every, new_monitor=None, **options):
+def train_bottlenecks(
+    bottlenecks, x_train, x_test, epochs, batch_size, seed, every, new_monitor=None, flip_images=None, **options
+):
     """Train one autoencoder per bottleneck on the same data and seed, and measure each.
 
     Introduced in 04_autoencoder_lab.ipynb through :func:`workbook.compare_bottlenecks`,
@@ -100,6 +106,9 @@ def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, ev
         Makes the callback that records each variant's gradient norms, called as
         ``new_monitor(every=every, **options)`` (default
         :class:`workbook.monitor.recording.GradientNormRecorder`).
+    flip_images : numpy.ndarray, optional
+        Images whose bottleneck codes are compared from one training step to the next
+        (:class:`workbook.monitor.flips.CodeFlipRatio`); None records nothing.
 
     Returns
     -------
@@ -120,6 +129,11 @@ def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, ev
         keras.utils.set_random_seed(seed)  # the same shuffling for every variant
         model = autoencoder(bottleneck, seed=seed)
         monitor = new_monitor(every=every, **options)
+        callbacks = [monitor]
+        if flip_images is not None:
+            from workbook.monitor.flips import CodeFlipRatio
+
+            callbacks.append(CodeFlipRatio(flip_images))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fitted = model.fit(
@@ -128,7 +142,7 @@ def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, ev
                 epochs=epochs,
                 batch_size=batch_size,
                 validation_data=(x_test, x_test),
-                callbacks=[monitor],
+                callbacks=callbacks,
                 verbose=0,
             )
         reconstruction = model.predict(x_test, batch_size=256, verbose=0)
@@ -140,6 +154,7 @@ def train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, ev
             float(np.mean((reconstruction - x_test) ** 2)),
             sorted({str(warning.message) for warning in caught}),
             *codebook_usage(model, x_test),
+            flips=callbacks[-1].ratios if flip_images is not None else None,
         )
     return runs
 

@@ -33,6 +33,7 @@ def compare_bottlenecks(
     x_test=None,
     source="auto",
     show=True,
+    flip_images=None,
 ):
     """Train one autoencoder per bottleneck on the same data and seed; show and return the results.
 
@@ -59,6 +60,9 @@ def compare_bottlenecks(
         Passed to :func:`workbook.load_mnist`.
     show : bool
         Display the three figures in a notebook (nothing is shown elsewhere).
+    flip_images : numpy.ndarray, optional
+        A few images shaped (n, 28, 28, 1) whose bottleneck codes are compared after every
+        training step: each run's ``flips`` is then the share of codes that changed at each step.
 
     Returns
     -------
@@ -78,11 +82,15 @@ def compare_bottlenecks(
     x_train, x_test = check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, seed)  # before loading
     _check_bounds_and_loading(epochs, batch_size, every, n_train, n_test, source)
     seed = check_seed(seed, owner="compare_bottlenecks")  # Keras seeds only with Python's own int
+    if flip_images is not None:
+        flip_images = check_images("flip_images", flip_images, "compare_bottlenecks")
     if x_train is None:
         from workbook.core.data import load_mnist
 
         (x_train, _), (x_test, _) = load_mnist(n_train=n_train, n_test=n_test, source=source, seed=seed)
-    runs = train_bottlenecks(bottlenecks, x_train, x_test, epochs, batch_size, seed, every, _new_monitor, live=live)
+    runs = train_bottlenecks(
+        bottlenecks, x_train, x_test, epochs, batch_size, seed, every, _new_monitor, flip_images=flip_images, live=live
+    )
     if show:
         from workbook.core.figures import show_figure
 
