@@ -529,4 +529,7 @@ def test_the_extra_run_of_a_py_function_prints_nothing_of_its_own(capsys):
     report = workbook.find_gradient_breaks(lambda x: tf.py_function(noisy, [x], tf.float32), EXAMPLE)
     assert report.culprit.op_type == "EagerPyFunc", str(report)
     printed = capsys.readouterr().out.count("the body ran")
-    assert printed < len(runs), (printed, len(runs))  # the probe's run ran, silently
+    assert 1 <= printed < len(runs), (
+        printed,
+        len(runs),
+    )  # the traced run printed as without the finder; the probe's ran silently

@@ -61,3 +61,41 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="CodeFlipRatio: layer='codes' must be .*'bottleneck'"):
         images = np.zeros((4, 28, 28, 1))
         model.fit(images, images, callbacks=[CodeFlipRatio(images, "codes")], verbose=0)
+
+
+def test_training_with_the_callback_is_training_without_it():
+    """Same weights after the same fit, and the same draws after it: the callback only reads."""
+    images = np.random.default_rng(1).uniform(size=(8, 28, 28, 1)).astype("float32")
+    runs = []
+    for callbacks in ([], [CodeFlipRatio(images)]):
+        keras.utils.set_random_seed(0)
+        model = tiny_model()
+        history = model.fit(images, images, epochs=2, batch_size=4, shuffle=True, callbacks=callbacks, verbose=0)
+        runs.append((history.history["loss"], [w.copy() for w in model.get_weights()], np.random.uniform()))
+    (loss_without, weights_without, draw_without), (loss_with, weights_with, draw_with) = runs
+    assert loss_with == loss_without and draw_with == draw_without
+    for without, with_ in zip(weights_without, weights_with, strict=True):
+        np.testing.assert_array_equal(without, with_)
+
+
+def test_a_bottleneck_that_samples_at_inference_or_a_subclassed_model_is_refused():
+    import workbook
+
+    images = np.zeros((4, 28, 28, 1), dtype="float32")
+    sampling = workbook.autoencoder(workbook.DiscreteBottleneck("categorical", "straight_through", seed=0))
+    sampling.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match=r"CodeFlipRatio: layer='bottleneck' .*test_latent='mode'"):
+        sampling.fit(images, images, callbacks=[CodeFlipRatio(images)], verbose=0)
+
+    class Subclassed(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.bottleneck = keras.layers.Dense(1, name="bottleneck")
+
+        def call(self, x):
+            return self.bottleneck(x)
+
+    subclassed = Subclassed()
+    subclassed.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match="CodeFlipRatio: model='Subclassed' must be a functional or Sequential"):
+        subclassed.fit(images, images, callbacks=[CodeFlipRatio(images)], verbose=0)

@@ -454,7 +454,11 @@ def log_of(hub, student):
 def test_each_submission_gets_the_points_of_its_honest_work(hub, student):
     expected = dict(STUDENTS[student][1])
     if expected["c_reconstruction"] == MEASURED_ON_UNSEEN:
-        expected["c_reconstruction"] = POINTS["c_reconstruction"] * (hook_run(hub, student)["unseen_mse"] <= 0.006)
+        from workbook.lab import assignment_spec as spec
+
+        run = hook_run(hub, student)  # its points: within the target, in the grader's time (the hook's training too)
+        within = run["unseen_mse"] <= spec.TARGET_MSE and run["seconds"] <= spec.TIME_BUDGET_SECONDS
+        expected["c_reconstruction"] = POINTS["c_reconstruction"] * within
     assert hub["scores"][ASSIGNMENT, student] == expected, log_of(hub, student)
     assert float(hub["rows"][student]["raw_score"]) == sum(expected.values())  # what `nbgrader export` hands on
     # nbgrader leaves the grades of deleted check cells to the instructor, and the export says so
@@ -975,6 +979,17 @@ def test_a_flood_and_a_hog_stay_in_their_box_and_the_classmate_still_starts_a_th
         if why:
             pytest.skip(f"this machine gives the grader no per-box limits: {why}")
         assert classmate.limit() is None
+        # each group below the grader's own in its hierarchy, so within every limit the grader runs under
+        own = {
+            controllers: path.strip("/")
+            for _, controllers, path in (
+                line.split(":", 2) for line in pathlib.Path("/proc/self/cgroup").read_text().splitlines()
+            )
+        }
+        for group in flooding.cgroups:
+            controller = group.parent.relative_to("/sys/fs/cgroup").parts[0]
+            mine = next(path for names, path in own.items() if controller in names.split(","))
+            assert group.parent == pathlib.Path("/sys/fs/cgroup", controller, mine), (group, own)
         commands = []
         for box, script in ((flooding, FLOOD_AND_HOG), (classmate, "import threading; threading.Thread().start()")):
             command = sandbox_command(box, [sys.executable, "-c", script + "\nprint('ran')"])

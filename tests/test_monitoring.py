@@ -283,21 +283,24 @@ def test_a_real_sigint_mid_fit_leaves_the_model_as_found_at_once(tmp_path):
             stderr=stderr,
             text=True,
             env=clean_environment(tmp_path),
+            # As a terminal starts it: a test runner started in the background ignores SIGINT, and a
+            # child inherits that (Python then never raises KeyboardInterrupt).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             assert child.stdout.readline().strip() == "training", errors.read_text()[-3000:]
             time.sleep(1.0)  # well inside the fit: 64 batches an epoch, a thousand epochs
             child.send_signal(signal.SIGINT)
             # Wait for the child to end, not for a number of seconds: a loaded machine is slow, not wrong.
-            # CPython drops a KeyboardInterrupt that lands in a finalizer ("Exception ignored in ..."):
-            # then, and only then, press it again, as a student would.
-            pressed_again, deadline = False, time.monotonic() + 900
+            # An interrupt can be lost (CPython drops one that lands in a finalizer, "Exception ignored
+            # in ..."): while the child still trains, press again, as a student would, once a minute.
+            presses, deadline, pressed_at = 1, time.monotonic() + 900, time.monotonic()
             while child.poll() is None:
                 said = errors.read_text()
-                if not pressed_again and "Exception ignored" in said and "KeyboardInterrupt" in said:
+                if time.monotonic() - pressed_at > 60:
                     child.send_signal(signal.SIGINT)
-                    pressed_again = True
-                assert time.monotonic() < deadline, f"still training 900 s after SIGINT; its stderr:\n{said[-3000:]}"
+                    presses, pressed_at = presses + 1, time.monotonic()
+                assert time.monotonic() < deadline, f"still training after {presses} SIGINTs; stderr:\n{said[-3000:]}"
                 time.sleep(0.2)
             out = child.stdout.read()
         finally:

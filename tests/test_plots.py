@@ -483,3 +483,15 @@ def test_every_kind_of_figure_shows_its_text_at_the_body_size_in_jupyterlab():
 
 def is_inside(box, other):
     return other.x0 <= box.x0 and box.x1 <= other.x1 and other.y0 <= box.y0 and box.y1 <= other.y1
+
+
+def test_a_legend_wider_than_the_room_beside_the_axes_leaves_a_panel_and_raises_nothing():
+    """The live figure makes room for its legend while fit runs: a very long layer name must not stop training."""
+    from workbook.core.figures import new_figure, room_for_the_legend
+
+    figure = new_figure(figsize=(6, 3))
+    ax = figure.add_subplot()
+    ax.plot([0, 1], [0, 1], label="a layer named at great length " * 10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    room_for_the_legend(ax)  # before, subplots_adjust refused: "left cannot be >= right"
+    assert figure.subplotpars.right >= figure.subplotpars.left + 0.25

@@ -41,13 +41,13 @@ def is_library(filename):
 def user_frames(frames, below=None):
     """The frames in the user's code, outermost first; with ``below`` (a file), only those under its innermost frame.
 
-    A tool that calls the user's code (the finder's tracing call) passes its own file: the
+    A tool that calls the user's code (to trace it) passes its own file: the
     frames above that call are the tool's caller, not the code being looked at.
     """
     frames = list(frames or [])
     start = 0
     for index, frame in enumerate(frames):
-        if below is not None and os.path.abspath(frame.filename) == below:
+        if below is not None and os.path.abspath(frame.filename) == os.path.abspath(below):
             start = index + 1
     return [frame for frame in frames[start:] if not is_library(frame.filename)]
 

@@ -283,7 +283,10 @@ def room_for_the_legend(ax, margin_points=4):
     over = legend.get_window_extent().x1 + margin_points * figure.dpi / 72 - figure.bbox.x1
     if abs(over) < 1:
         return
-    figure.subplots_adjust(right=figure.subplotpars.right - over / figure.bbox.width)
+    # A legend wider than the room beside the axes keeps the panel at least a quarter of the figure wide:
+    # it then runs past the edge, and training goes on (the live figure is drawn during fit).
+    right = max(figure.subplotpars.left + 0.25, figure.subplotpars.right - over / figure.bbox.width)
+    figure.subplots_adjust(right=min(right, 1.0))
     for text in ax.texts:
         if text.get_gid() == "row_name":
             _fit_in_axes(text, ax)

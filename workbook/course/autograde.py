@@ -42,7 +42,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells, SaveAutoGrades
-from traitlets import Dict, Integer, List, Unicode
+from traitlets import Dict, Integer, List, Unicode, validate
 
 from workbook.course.grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, write_probe
 from workbook.course.sandbox import (
@@ -91,6 +91,17 @@ class GuardedExecute(Execute):
     max_memory_bytes = Integer(
         MAX_MEMORY_BYTES, help="Memory one submission's kernel may hold, temporary folders included (cgroups)."
     ).tag(config=True)
+
+    @validate("max_tasks", "max_memory_bytes")
+    def _a_limit_a_kernel_can_start_under(self, proposal):
+        least = {"max_tasks": 64, "max_memory_bytes": 512 * 2**20}[proposal["trait"].name]
+        if proposal["value"] < least:
+            raise ValueError(
+                f"c.GuardedExecute.{proposal['trait'].name}={proposal['value']!r}: at least {least:,} "
+                "(a kernel with TensorFlow needs that much to start; the default is far above it)"
+            )
+        return proposal["value"]
+
     sandbox_user = Unicode("nobody", help="The user a kernel runs as when the grader runs as root.").tag(config=True)
     hidden_folders = List(
         Unicode(),
@@ -116,14 +127,16 @@ class GuardedExecute(Execute):
         self._times = {}
         self._notebook_started = None
         self._failed_cells = set()
-        box = Box(self.sandbox_user)
-        unlimited = box.limit(self.max_tasks, self.max_memory_bytes)
-        if unlimited:
-            self.log.warning("The kernel's tasks and memory are bounded only by the machine's limits: %s.", unlimited)
-        # The grader's own folder, which the kernel never sees: its copy of the probe (the
-        # kernel's may be rewritten) and, afterwards, what the kernel recorded.
-        ours = pathlib.Path(tempfile.mkdtemp(prefix="workbook-verdict-"))
-        try:
+        box, ours = Box(self.sandbox_user), None
+        try:  # from here on, whatever fails, the box and its control groups are removed
+            unlimited = box.limit(self.max_tasks, self.max_memory_bytes)
+            if unlimited:
+                self.log.warning(
+                    "The kernel's tasks and memory are bounded only by the machine's limits: %s.", unlimited
+                )
+            # The grader's own folder, which the kernel never sees: its copy of the probe (the
+            # kernel's may be rewritten) and, afterwards, what the kernel recorded.
+            ours = pathlib.Path(tempfile.mkdtemp(prefix="workbook-verdict-"))
             write_probe(ours / PROBE_FILE)
             shutil.copyfile(ours / PROBE_FILE, box.work / PROBE_FILE)
             box.give(box.work / PROBE_FILE)
@@ -142,7 +155,8 @@ class GuardedExecute(Execute):
                 resources[_UNJUDGED] = self._apply_verdicts(nb, box, ours, answer_key)
         finally:
             box.remove()
-            shutil.rmtree(ours, ignore_errors=True)
+            if ours is not None:
+                shutil.rmtree(ours, ignore_errors=True)
         return nb, resources
 
     def _course_root(self):

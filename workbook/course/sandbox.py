@@ -17,18 +17,20 @@ runs under bubblewrap (``bwrap``, Debian's ``bubblewrap``) in namespaces of its 
 - **user**: run by root, the kernel runs as an unprivileged user (``nobody`` unless
   configured), so it cannot write what that user cannot, even outside the sandbox's view;
 - **limits**: where the grader may make control groups (root with cgroup v1's ``pids`` and
-  ``memory``, or a delegated cgroup v2 subtree), each box gets one of its own that bounds
+  ``memory``), each box gets one of its own, below the grader's own, that bounds
   its tasks (processes and threads) and its memory, temporary folders included, so that a
   flood or a hog stays in its box (:meth:`Box.limit`). Elsewhere nothing but the
   container's limits bounds them, and :meth:`Box.limit` says so.
 """
 
+import contextlib
 import functools
 import os
 import pathlib
 import pwd
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,7 +59,7 @@ TMPFS_BYTES = {"/tmp": 256 * 2**20, "/var/tmp": 64 * 2**20, "/dev/shm": 64 * 2**
 #: What one box's processes may hold together, where control groups are available: tasks
 #: (processes and threads; an assignment's kernel peaks at a few dozen) and bytes of memory
 #: (a few hundred MB for the assignment).
-MAX_TASKS = 512
+MAX_TASKS = max(512, 32 * (os.cpu_count() or 1))  # TensorFlow's thread pools grow with the cores
 MAX_MEMORY_BYTES = 4 * 2**30
 _CGROUP = pathlib.Path("/sys/fs/cgroup")
 #: The machine's folders a kernel sees (read-only): programs, libraries, settings, devices' facts.
@@ -112,7 +114,8 @@ class Box:
                 (folder / name).mkdir()
                 self.cgroups.append(folder / name)
                 for file, value in values.items():
-                    (folder / name / file).write_text(str(value))
+                    if file not in _OPTIONAL or (folder / name / file).exists():
+                        (folder / name / file).write_text(str(value))
         except OSError as error:
             self._remove_cgroups()
             return f"its control groups could not be made ({error})"
@@ -123,38 +126,66 @@ class Box:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _remove_cgroups(self):
-        """Remove the box's groups once the last of its processes has gone (they take a moment to die)."""
+        """Remove the box's groups once the last of its processes has gone, killing any that stay."""
         for group in self.cgroups:
-            for _ in range(100):
+            for attempt in range(150):
                 try:
                     group.rmdir()
                     break
                 except FileNotFoundError:
                     break
-                except OSError:  # still busy
+                except OSError:  # still busy: its processes take a moment to die; after 10 s, they are killed
+                    if attempt >= 100:
+                        _kill_every_process_in(group)
                     time.sleep(0.1)
         self.cgroups = []
 
 
+def _kill_every_process_in(group):
+    try:
+        pids = [int(pid) for pid in (group / "cgroup.procs").read_text().split()]
+    except OSError:
+        return
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _cgroup_settings(tasks, memory_bytes):
-    """{cgroup folder to make a box's group in: {file: value}}, or why this machine gives the grader none."""
+    """{the grader's own cgroup folder to make a box's group in: {file: value}}, or why this machine gives none.
+
+    cgroup v1 only, below the grader's own group in each hierarchy, so that a box stays within
+    every limit the grader itself runs under. On cgroup v2 a group holding the grader may not
+    hand memory to groups below it, and moving the grader out of its own group is not the
+    workbook's to do: there, only the container's limits bound a box (course/README.md).
+    """
     pids, memory = _CGROUP / "pids", _CGROUP / "memory"
     if (pids / "tasks").exists() and (memory / "tasks").exists():  # cgroup v1
-        if not (os.access(pids, os.W_OK) and os.access(memory, os.W_OK)):
-            return "cgroup v1's pids and memory hierarchies are not the grader's to write (run it as root)"
-        return {pids: {"pids.max": tasks}, memory: {"memory.limit_in_bytes": memory_bytes}}
-    if (_CGROUP / "cgroup.controllers").exists():  # cgroup v2: the grader's own group, if delegated to it
-        own = _CGROUP / _own_cgroup_v2().lstrip("/")
-        enabled = (own / "cgroup.subtree_control").read_text().split() if own.is_dir() else []
-        if not {"pids", "memory"} <= set(enabled) or not os.access(own, os.W_OK):
-            return f"the grader's cgroup v2 group {own} does not delegate pids and memory to it"
-        return {own: {"pids.max": tasks, "memory.max": memory_bytes, "memory.swap.max": 0}}
+        own = {name: folder / _own_cgroup_v1(name).lstrip("/") for name, folder in (("pids", pids), ("memory", memory))}
+        if not all(folder.is_dir() and os.access(folder, os.W_OK) for folder in own.values()):
+            return "the grader's own cgroup v1 pids and memory groups are not its to write (run it as root)"
+        return {
+            own["pids"]: {"pids.max": tasks},
+            # memory first, then memory and swap together (where swap is counted), or a hog just swaps
+            own["memory"]: {"memory.limit_in_bytes": memory_bytes, "memory.memsw.limit_in_bytes": memory_bytes},
+        }
+    if (_CGROUP / "cgroup.controllers").exists():
+        return "this machine has cgroup v2, where a box cannot be given groups of its own below the grader's"
     return "this machine has no cgroup file system"
 
 
-def _own_cgroup_v2():
+#: Files written only where the machine has them (swap is counted only where the kernel was built to).
+_OPTIONAL = {"memory.memsw.limit_in_bytes"}
+
+
+def _own_cgroup_v1(controller):
+    """The grader's own group in cgroup v1's hierarchy of ``controller`` (from /proc/self/cgroup)."""
     with open("/proc/self/cgroup") as file:
-        return next((line.split(":", 2)[2].strip() for line in file if line.startswith("0::")), "/")
+        for line in file:
+            _number, controllers, path = line.rstrip("\n").split(":", 2)
+            if controller in controllers.split(","):
+                return path
+    return "/"
 
 
 @functools.cache

@@ -56,12 +56,24 @@ class CodeFlipRatio(keras.callbacks.Callback):
         return np.array(self._ratios, dtype=float)
 
     def on_train_begin(self, logs=None):
+        owner = "CodeFlipRatio"
         try:
-            output = self.model.get_layer(self.layer).output
+            layer = self.model.get_layer(self.layer)
         except ValueError:
             names = ", ".join(repr(layer.name) for layer in self.model.layers)
-            refuse("layer", self.layer, f"the name of a layer of the model: one of {names}", "CodeFlipRatio")
-        self._codes_of = keras.Model(self.model.inputs[0], output)
+            refuse("layer", self.layer, f"the name of a layer of the model: one of {names}", owner)
+        if getattr(layer, "test_latent", "mode") == "sample":
+            # Its codes would be drawn from the generator training draws from: the callback would change the
+            # training, and count chance flips.
+            refuse(
+                "layer", self.layer, "a layer with fixed codes at inference (a sampling one: test_latent='mode')", owner
+            )
+        try:  # a subclassed model's layers have no symbolic outputs to read
+            inputs, output = self.model.inputs[0], layer.output
+        except (AttributeError, ValueError, TypeError):
+            kind = type(self.model).__name__
+            refuse("model", kind, "a functional or Sequential model built on keras.Input (workbook.autoencoder)", owner)
+        self._codes_of = keras.Model(inputs, output, name=f"{self.layer}_codes")
         self._previous = self._codes_of.predict_on_batch(self.images)  # compiled once, then fast
 
     def on_train_batch_end(self, batch, logs=None):
