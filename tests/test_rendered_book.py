@@ -310,9 +310,12 @@ def plotted_colours(png, least_pixels=60):
 
 
 def on_white(shade, colour, tolerance=0.03):
-    """True if `shade` is `colour` drawn partly transparent on white (a fill, an edge's anti-aliasing)."""
-    opacity = np.clip(np.mean((1 - shade) / np.maximum(1 - colour, 1e-3)), 0, 1)
-    return bool(np.abs(opacity * colour + (1 - opacity) - shade).max() < tolerance)
+    """True if `shade` is `colour` drawn partly transparent on white or on a grey (a fill, an edge's
+    anti-aliasing, a curve drawn over a grey grid or dashed line): shade = opacity * colour + a grey."""
+    system = np.column_stack([colour, np.ones(3)])  # unknowns: the opacity, and (1 - opacity) * the grey's level
+    (opacity, grey), *_ = np.linalg.lstsq(system, shade, rcond=None)
+    fits = np.abs(system @ [opacity, grey] - shade).max() < tolerance
+    return bool(fits and 0 < opacity <= 1 + tolerance and -tolerance <= grey <= 1 - opacity + tolerance)
 
 
 def closest_pair(colours, deficiency):
