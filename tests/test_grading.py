@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 
 import nbformat
@@ -189,6 +190,144 @@ atexit.register(lambda: np.savez("grading_artifacts/c_reconstruction.npz", **unt
 # Part (c)'s points of the student above: what its weights earn on the digits it never had.
 MEASURED_ON_UNSEEN = "measured on unseen digits"
 
+# How long each attack below holds what it took (a search, a full disk, a flood) while the
+# classmate queued beside it is graded; the test checks from both notebooks' stamps that it was.
+HOLD_SECONDS = 20
+
+# Another student's work, wherever it is: another course's submissions on the same machine,
+# this class's, the boxes of the classmates graded beside it (their recordings, and their
+# kernels' connection files, through which it would run code in their kernels), searched for
+# over the whole file system once and at the known places while the classmate is graded. A
+# notebook found is copied: its answers run here, for (a) and (b) and (c).
+SNOOPER = """import glob, json, os, sys, time
+from jupyter_client import BlockingKernelClient
+
+own = os.path.dirname(os.getcwd())
+window, found = [time.time()], {{}}
+places = [{other_course!r} + "/**", {submitted!r} + "/**", {boxes!r} + "/workbook-box-*/**"]
+
+
+def wanted(path):
+    name = os.path.basename(path)
+    return name in ("connection.json", "c_reconstruction.npz") or (
+        name.endswith(".ipynb") and "quantize_2bit" in open(path, errors="replace").read()
+    )
+
+
+def take(path):
+    if path.endswith(".json"):  # a classmate's kernel: run code in it
+        client = BlockingKernelClient(connection_file=path)
+        client.load_connection_file()
+        client.start_channels()
+        client.execute("culprit_op = 'sabotaged'")
+        return "ran code in it"
+    if path.endswith(".ipynb"):  # a classmate's answers: run them here
+        for cell in json.load(open(path))["cells"]:
+            if cell.get("metadata", {{}}).get("nbgrader", {{}}).get("solution"):
+                exec("".join(cell["source"]), globals())
+        return "copied"
+    return "read"
+
+
+def look(paths):
+    for path in paths:
+        if path in found or path.startswith(own) or not os.path.isfile(path):
+            continue
+        try:
+            if wanted(path):
+                found[path] = take(path)
+        except Exception as error:
+            found[path] = type(error).__name__
+
+
+look(
+    os.path.join(folder, name)
+    for folder, _, names in os.walk("/")
+    if not folder.startswith(("/proc", "/sys", "/dev", own))
+    for name in names
+)
+while time.time() - window[0] < {hold}:
+    for place in places:
+        look(glob.glob(place, recursive=True))
+    time.sleep(0.5)
+window.append(time.time())
+print("snooped:", json.dumps(dict(window=window, found=found)))
+"""
+
+# Fill every place the kernel can write (its box, its home, its temporary folders), and keep them
+# full while the classmate beside it is graded.
+DISK_FILLER = """import json, os, time
+
+window, written = [time.time()], {{}}
+for place in (os.getcwd(), os.path.expanduser("~"), "/tmp", "/var/tmp", "/dev/shm"):
+    descriptor, size = os.open(os.path.join(place, "filler"), os.O_WRONLY | os.O_CREAT), 0
+    try:
+        while size < 2**31:  # 2 GB a place at most, if nothing stopped it
+            size += os.write(descriptor, bytes(2**20))
+    except OSError:
+        pass
+    written[place] = size
+time.sleep({hold})
+window.append(time.time())
+print("filled:", json.dumps(dict(window=window, written=written)))
+model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
+"""
+
+# Start processes until the box refuses, and hold them while the classmate beside it is graded.
+FORKER = """import json, subprocess, time
+
+window, children, stopped = [time.time()], [], None
+try:
+    for _ in range(1000):  # at most 1,000: without a limit, the machine's pids are all it takes
+        children.append(subprocess.Popen(["sleep", "600"]))
+except OSError as error:
+    stopped = type(error).__name__
+time.sleep({hold})
+window.append(time.time())
+for child in children:
+    child.kill()
+    child.wait()
+print("flooded:", json.dumps(dict(window=window, children=len(children), stopped=stopped)))
+model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
+"""
+
+# After every cell from here on, part (c)'s recording replaced by 1.5 MB that would inflate to
+# 1.5 GB in the grader's verdict process.
+INFLATER = """import os, zipfile
+import numpy as np
+
+
+def inflate(result):
+    os.makedirs("grading_artifacts", exist_ok=True)
+    header = {"descr": "<f4", "fortran_order": False, "shape": (384 * 2**20,)}
+    with (
+        zipfile.ZipFile("grading_artifacts/c_reconstruction.npz", "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("weight_0.npy", "w", force_zip64=True) as member,
+    ):
+        np.lib.format.write_array_header_1_0(member, header)
+        for _ in range(384):
+            member.write(bytes(2**22))
+
+
+get_ipython().events.register("post_run_cell", inflate)
+model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
+"""
+
+# After every cell from here on, part (b)'s written answers replaced by JSON nested 100,000 deep.
+DEEP_JSON = """
+
+import os
+
+
+def nest(result):
+    os.makedirs("grading_artifacts", exist_ok=True)
+    with open("grading_artifacts/b_culprit.json", "w") as file:
+        file.write("[" * 100_000 + "]" * 100_000)
+
+
+get_ipython().events.register("post_run_cell", nest)
+"""
+
 
 def nbgrader_meta(cell):
     return cell.get("metadata", {}).get("nbgrader", {})
@@ -276,7 +415,25 @@ STUDENTS = {
         ),
         dict.fromkeys(POINTS, 0),
     ),
+    # another course's, this class's and the graded classmates' work searched for (a notebook
+    # found is copied, a kernel found is run code in): none of it there
+    "snooper": (dict(answers={"a_quantize_2bit": "SNOOPER"}), dict.fromkeys(POINTS, 0)),
+    # (a) and (b) right; (c) fills every place it can write and holds it
+    "disk_filler": (dict(answers=all_solutions(c_train_answer="DISK_FILLER")), HONEST_A_AND_B),
+    # (a) and (b) right; (c) starts processes until refused and holds them
+    "forker": (dict(answers=all_solutions(c_train_answer="FORKER")), HONEST_A_AND_B),
+    # (a) and (b) right; (c)'s recording would inflate to 1.5 GB: only (c) fails
+    "inflater": (dict(answers=all_solutions(c_train_answer="INFLATER")), HONEST_A_AND_B),
+    # (a) and (b) right; (b)'s written answers nested 100,000 deep: only that part fails
+    "deep_json": (
+        dict(answers=all_solutions(c_train_answer=None, b_culprit_answer="DEEP_JSON")),
+        {**HONEST_A_AND_B, "b_culprit": 0},
+    ),
+    # honest classmates, each with the reference solution: graded beside the attacks, they keep every point
+    **{f"classmate_{number:02d}": (dict(answers=all_solutions()), POINTS) for number in range(1, 16)},
 }
+# The attacks on what is graded beside them, each queued next to an honest classmate.
+BESIDE_A_CLASSMATE = ("snooper", "disk_filler", "forker", "huge_output", "inflater", "escaper")
 # The same notebook released under other names: one that no verdict spec covers (the forger's
 # checks would pass in the kernel), and one whose answer key fails (the reference hands it in).
 UNCOVERED, BROKEN_KEY = "hw5", "05_broken_key"
@@ -332,11 +489,71 @@ def leftover_processes(marker):
     return found
 
 
+def hub_test(function):
+    """A test of the graded class: slow, on the worker that grades it (tests/test_parallel_groups.py)."""
+    for mark in (pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.hub, pytest.mark.xdist_group("hub")):
+        function = mark(function)
+    return function
+
+
 # Session-wide: a module-wide fixture is graded again whenever its worker runs another module's
 # test in between. Its tests are marked xdist_group("hub"), so the class is graded on one worker,
 # once (tests/test_parallel_groups.py checks that the grouping holds).
+def student_exchange(kind, home, exchange, assignment, student):
+    """``nbgrader fetch_assignment`` or ``nbgrader submit`` of ``student``, from ``home``, by nbgrader's own classes.
+
+    In this process (each command line costs seconds of start-up), configured as those
+    commands are by their flags; the class itself is graded through the command line.
+    """
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeSubmit
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.update(course_id=COURSE_ID, assignment_id=assignment, student_id=student, root=str(home))
+    config.Exchange.update(root=str(exchange), assignment_dir=str(home), cache=str(home / ".nbgrader-cache"))
+    app = {"fetch": ExchangeFetchAssignment, "submit": ExchangeSubmit}[kind]
+    app(coursedir=CourseDirectory(config=config), authenticator=Authenticator(config=config), config=config).start()
+
+
+def instructor_collect(course, exchange, assignment):
+    """``nbgrader collect ASSIGNMENT`` in ``course``, by nbgrader's own class, in this process."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeCollect
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.update(course_id=COURSE_ID, assignment_id=assignment, root=str(course))
+    config.Exchange.root = str(exchange)
+    coursedir = CourseDirectory(config=config)
+    ExchangeCollect(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
+
+
+def grading_order(students):
+    """The class's queue: each attack on its neighbours next to an honest classmate, then the rest."""
+    classmates = [student for student in students if student.startswith("classmate_")]
+    paired = [name for attack in BESIDE_A_CLASSMATE for name in (classmates.pop(0), attack)]
+    return paired + [student for student in students if student not in paired]
+
+
+def kernel_span(notebook):
+    """When the kernel ran the notebook (its own stamps): from the first cell's start to the last cell's end."""
+    import datetime
+
+    stamps = [
+        datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for key, value in cell.metadata.get("execution", {}).items()
+        if key in ("iopub.status.busy", "shell.execute_reply")
+    ]
+    return min(stamps), max(stamps)
+
+
 @pytest.fixture(scope="session")
-def hub(tmp_path_factory):
+def hub(tmp_path_factory, request):
     """The whole round trip; returns what the instructor sees at the end."""
     pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
     from nbgrader.api import Gradebook
@@ -374,15 +591,32 @@ def hub(tmp_path_factory):
     workbook_bytes = (ROOT / "workbook" / "course" / "verdicts.py").read_bytes()
     solutions = {nbgrader_meta(c)["grade_id"]: c for c in source.cells if nbgrader_meta(c).get("solution")}
     escaper, marker = escaper_source(base, course)
-    placeholders = {"ESCAPER": escaper, "KEY_THIEF": KEY_THIEF.format(answer_key=str(course / ANSWER_KEY))}
+    # Another course on the same machine, outside every temporary folder, with a full solution handed in.
+    (ROOT / "build").mkdir(exist_ok=True)
+    other_course = pathlib.Path(tempfile.mkdtemp(prefix="other-course-", dir=ROOT / "build"))
+    request.addfinalizer(lambda: shutil.rmtree(other_course, ignore_errors=True))
+    (other_course / "submitted" / "ann" / ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(source, other_course / "submitted" / "ann" / ASSIGNMENT / NOTEBOOK)
+    placeholders = {
+        "ESCAPER": escaper,
+        "KEY_THIEF": KEY_THIEF.format(answer_key=str(course / ANSWER_KEY)),
+        "SNOOPER": SNOOPER.format(
+            other_course=str(other_course),
+            submitted=str(course / "submitted"),
+            boxes=tempfile.gettempdir(),
+            hold=HOLD_SECONDS,
+        ),
+        "DISK_FILLER": DISK_FILLER.format(hold=HOLD_SECONDS),
+        "FORKER": FORKER.format(hold=HOLD_SECONDS),
+        "INFLATER": INFLATER,
+        "DEEP_JSON": answer_text(solutions["b_culprit_answer"]) + DEEP_JSON,
+    }
 
     handing_in = [(ASSIGNMENT, student) for student in [*STUDENTS, NOT_A_NOTEBOOK]]
     for assignment, student in [*handing_in, *OTHER_ASSIGNMENTS.items()]:
         home = base / "students" / student
         home.mkdir(parents=True, exist_ok=True)
-        env = clean_environment(home)
-        flags = ["--course", COURSE_ID, f"--Exchange.root={exchange}"]
-        run_nbgrader(home, env, "fetch_assignment", assignment, *flags)
+        student_exchange("fetch", home, exchange, assignment, student)
         path = home / assignment / NOTEBOOK
         if student == NOT_A_NOTEBOOK:
             path.write_text(path.read_text()[:5000])  # cut off mid-way, as an interrupted upload leaves it
@@ -396,17 +630,18 @@ def hub(tmp_path_factory):
                 (path.parent / name).write_text(text)
             nbformat.write(submission(release, solutions, **handed_in), path)
         # On a hub each student is a user of their own; here all are one, so each says who.
-        run_nbgrader(home, env, "submit", assignment, *flags, f"--student={student}")
+        student_exchange("submit", home, exchange, assignment, student)
 
-    run_nbgrader(course, instructor, "collect", ASSIGNMENT)
+    instructor_collect(course, exchange, ASSIGNMENT)
     started = time.perf_counter()
-    graded = grade_class(course, ASSIGNMENT, workers=2, extra=["--force"], env=instructor, log=lambda line: None)
+    queue = grading_order([*STUDENTS, NOT_A_NOTEBOOK])
+    graded = grade_class(course, ASSIGNMENT, queue, workers=2, extra=["--force"], env=instructor, log=lambda _: None)
     seconds = time.perf_counter() - started
     time.sleep(1)
     after = dict(processes=leftover_processes(marker), escaped=marker.exists())
     others = {}
     for assignment in OTHER_ASSIGNMENTS:
-        run_nbgrader(course, instructor, "collect", assignment)
+        instructor_collect(course, exchange, assignment)
         others[assignment] = grade_class(
             course, assignment, workers=1, extra=["--force"], env=instructor, log=lambda line: None
         )
@@ -446,10 +681,7 @@ def log_of(hub, student):
     return hub["graded"][student][2][-6000:]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 @pytest.mark.parametrize("student", STUDENTS)
 def test_each_submission_gets_the_points_of_its_honest_work(hub, student):
     expected = dict(STUDENTS[student][1])
@@ -527,10 +759,7 @@ def hook_run(hub, student):
     return _hook_runs[student]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 def test_part_c_trained_on_x_test_in_a_hook_is_measured_on_unseen_digits_and_timed_with_the_hook(hub):
     run = hook_run(hub, "half_right")
     # measured on the digits it never had, with the weights it had when the check ended (not those written at exit)
@@ -539,10 +768,7 @@ def test_part_c_trained_on_x_test_in_a_hook_is_measured_on_unseen_digits_and_tim
     assert run["seconds"] >= run["hook_seconds"] and run["seconds"] >= run["span"] - 1.5, run
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 def test_a_file_that_is_not_a_notebook_is_marked_not_graded_and_the_rest_are_graded(hub):
     assert hub["graded"][NOT_A_NOTEBOOK][0] != 0  # nbgrader reports the failure...
     assert "There was an error processing assignment" in hub["graded"][NOT_A_NOTEBOOK][2]
@@ -566,10 +792,7 @@ def autograded_errors(hub, student, assignment=ASSIGNMENT):
     }
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 def test_the_key_thief_searched_everywhere_and_found_no_answer(hub):
     answer_cell = next(
         c for c in autograded(hub, "key_thief").cells if nbgrader_meta(c).get("grade_id") == "a_quantize_2bit"
@@ -579,10 +802,7 @@ def test_the_key_thief_searched_everywhere_and_found_no_answer(hub):
     assert "no answer key: FileNotFoundError" in printed  # ...and the course folder was hidden from it
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 def test_an_assignment_without_its_verdict_spec_is_refused_not_graded_by_its_own_checks(hub):
     # The forger's notebook, whose rebound checks all pass in the kernel, handed in as "hw5".
     code, _, log = hub["others"][UNCOVERED]["forger"]
@@ -593,10 +813,7 @@ def test_an_assignment_without_its_verdict_spec_is_refused_not_graded_by_its_own
     assert not (hub["course"] / "autograded" / "forger" / UNCOVERED).exists()
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 def test_a_verdict_the_grader_cannot_take_is_left_for_manual_grading_not_a_zero(hub):
     # The reference solution, judged by an answer key that fails to load.
     code, _, log = hub["others"][BROKEN_KEY]["reference"]
@@ -608,10 +825,7 @@ def test_a_verdict_the_grader_cannot_take_is_left_for_manual_grading_not_a_zero(
     assert all(errors[grade_id] == ["NeedsManualGrading"] for grade_id in POINTS), errors
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 def test_the_endless_loop_and_the_dead_kernel_each_cost_their_own_cell(hub):
     errors = autograded_errors(hub, "loop_and_kill")
     assert "CellTimeoutError" in errors["b_culprit_answer"]
@@ -619,18 +833,73 @@ def test_the_endless_loop_and_the_dead_kernel_each_cost_their_own_cell(hub):
     assert errors["b_fix"] == [] and errors["a_gradient"] == []  # graded after the loop, before the kill
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+def printed(hub, student, grade_id):
+    """What a student's cell printed while it was graded."""
+    cells = autograded(hub, student).cells
+    return "".join(o.get("text", "") for c in cells if nbgrader_meta(c).get("grade_id") == grade_id for o in c.outputs)
+
+
+def reported(hub, student, grade_id, label):
+    """The JSON an attack printed after ``label:`` in that cell."""
+    return json.loads(re.search(rf"{label}: (\{{.*\}})", printed(hub, student, grade_id)).group(1))
+
+
+@hub_test
+def test_every_attack_on_its_neighbours_ran_while_an_honest_classmate_was_graded(hub):
+    classmates = {s: kernel_span(autograded(hub, s)) for s in STUDENTS if s.startswith("classmate_")}
+    windows = {student: kernel_span(autograded(hub, student)) for student in BESIDE_A_CLASSMATE}
+    for student, grade_id, label in (
+        ("snooper", "a_quantize_2bit", "snooped"),
+        ("disk_filler", "c_train_answer", "filled"),
+        ("forker", "c_train_answer", "flooded"),
+    ):
+        windows[student] = reported(hub, student, grade_id, label)["window"]  # while it held what it took
+    for student, (start, end) in windows.items():
+        beside = [name for name, (first, last) in classmates.items() if first < end and start < last]
+        assert beside, (student, (start, end), classmates)
+    # and each of those classmates kept every point (test_each_submission_gets_the_points_of_its_honest_work)
+
+
+@hub_test
+def test_no_other_submission_course_or_kernel_was_within_the_snoopers_reach(hub):
+    found = reported(hub, "snooper", "a_quantize_2bit", "snooped")["found"]
+    assert found == {}, found  # not another course's notebook, not a classmate's box, recording or kernel
+
+
+@hub_test
+def test_a_full_disk_and_a_flood_stop_at_their_own_box(hub):
+    from workbook.course.sandbox import MAX_DISK_BYTES, MAX_TASKS, TMPFS_BYTES
+
+    written = reported(hub, "disk_filler", "c_train_answer", "filled")["written"]
+    box = sum(size for place, size in written.items() if place not in TMPFS_BYTES)  # its working folder and home
+    if "bounded only by the grader's disk" in log_of(hub, "disk_filler"):
+        pytest.fail("this grader could not mount a file system per box: " + log_of(hub, "disk_filler")[-2000:])
+    assert box <= MAX_DISK_BYTES, written
+    assert all(written[place] <= TMPFS_BYTES[place] for place in TMPFS_BYTES if place in written), written
+    assert box >= MAX_DISK_BYTES - 16 * 2**20, written  # it filled the box: the quota, not something else, stopped it
+    flood = reported(hub, "forker", "c_train_answer", "flooded")
+    assert flood["stopped"] is not None and flood["children"] < MAX_TASKS, flood
+
+
+@hub_test
+def test_a_recording_that_would_inflate_or_nests_too_deep_fails_only_its_own_part(hub):
+    errors = {
+        student: {
+            nbgrader_meta(c).get("grade_id"): " ".join(o.evalue for o in c.outputs if o.output_type == "error")
+            for c in autograded(hub, student).cells
+            if c.cell_type == "code"
+        }
+        for student in ("inflater", "deep_json")
+    }
+    assert "c_reconstruction.npz holds an array of 402,653,184 values" in errors["inflater"]["c_reconstruction"]
+    assert "b_culprit.json is nested too deep" in errors["deep_json"]["b_culprit"], errors["deep_json"]
+    # the other parts got their points (test_each_submission_gets_the_points_of_its_honest_work)
+
+
+@hub_test
 def test_the_sandbox_held_nothing_outside_it_changed_and_nothing_it_started_survived(hub):
-    printed = "".join(
-        o.get("text", "")
-        for c in autograded(hub, "escaper").cells
-        if nbgrader_meta(c).get("grade_id") == "c_train_answer"
-        for o in c.outputs
-    )
-    attempts = eval(re.search(r"attempts: (\{.*\})", printed).group(1))
+    printed_text = printed(hub, "escaper", "c_train_answer")
+    attempts = eval(re.search(r"attempts: (\{.*\})", printed_text).group(1))
     assert set(attempts) == {"gradebook", "site-packages", "source", "classmate", "workbook"}
     assert "done" not in attempts.values(), attempts
     assert hub["after"] == dict(
@@ -638,10 +907,7 @@ def test_the_sandbox_held_nothing_outside_it_changed_and_nothing_it_started_surv
     ), hub["after"]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_hidden_tests(hub):
     errors = {
         nbgrader_meta(c).get("grade_id"): [o.evalue for o in c.get("outputs", []) if o.output_type == "error"]
@@ -655,10 +921,7 @@ def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_h
     assert "record_answers" not in half_right and "is not the op that cuts" in half_right
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-@pytest.mark.hub
-@pytest.mark.xdist_group("hub")
+@hub_test
 def test_output_is_capped_in_bytes_and_the_checksum_warnings_name_only_edited_checks(hub):
     sizes = [
         (hub["course"] / "feedback" / "huge_output" / ASSIGNMENT / f"{ASSIGNMENT}.html").stat().st_size,
@@ -1014,6 +1277,43 @@ def test_a_flood_and_a_hog_stay_in_their_box_and_the_classmate_still_starts_a_th
     assert not [group for group in groups if group.exists()]  # removed with their boxes
 
 
+def test_a_box_that_fills_its_disk_stops_at_its_quota_and_the_quota_goes_with_the_box():
+    from workbook.course.sandbox import Box, sandbox_command, sandbox_problem
+
+    if sandbox_problem():
+        pytest.skip(sandbox_problem())
+    box = Box()
+    try:
+        why = box.bound_disk(8 * 2**20)
+        if why:
+            pytest.skip(f"this machine gives the grader no per-box file system: {why}")
+        for bad in (2**19, 1.5e7, True, "8M"):
+            with pytest.raises(ValueError, match="disk_bytes="):
+                box.bound_disk(bad)
+        script = """import os
+written = {}
+for place in (os.getcwd(), os.path.expanduser("~")):
+    descriptor, size = os.open(os.path.join(place, "filler"), os.O_WRONLY | os.O_CREAT), 0
+    try:
+        while size < 64 * 2**20:  # 64 MB at most, if nothing stopped it
+            size += os.write(descriptor, bytes(2**16))
+    except OSError as error:
+        written[place] = (size, error.strerror)
+print(sum(size for size, _ in written.values()), sorted({why for _, why in written.values()}))
+"""
+        command = sandbox_command(box, [sys.executable, "-c", script])
+        command[command.index('exec "$@" >/dev/null 2>&1')] = 'exec "$@"'  # keep its output, for the test
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        root = box.root
+    finally:
+        box.remove()
+    assert result.returncode == 0, result.stderr
+    total, reasons = result.stdout.split(" ", 1)
+    # the grader's disk has far more room than this: the box's own file system stopped it
+    assert 6 * 2**20 < int(total) <= 8 * 2**20 and reasons.strip() == "['No space left on device']", result.stdout
+    assert not root.exists() and str(root) not in pathlib.Path("/proc/self/mounts").read_text()
+
+
 def test_the_sandbox_shows_the_machine_read_only_hides_the_course_and_ends_every_process(tmp_path):
     course = tmp_path / "course"
     course.mkdir()
@@ -1046,8 +1346,6 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 3; touch {marker}"])
 
 def test_the_sandbox_shows_no_other_course_or_box_and_bounds_its_temporary_folders(tmp_path, monkeypatch):
     """Another course's submissions and the classmate's box, outside every temporary folder: not there at all."""
-    import tempfile
-
     from workbook.course.sandbox import TMPFS_BYTES, Box
 
     (ROOT / "build").mkdir(exist_ok=True)

@@ -8,7 +8,8 @@ grader's own process, where no student code runs, and changes nbgrader's ``Execu
   nothing but the grader's inputs for this submission (``grading_probe.npz``), the rest
   of the machine read-only, the course, the exchange and every temporary folder hidden,
   no network, an unprivileged user, and every process it started killed with it; its tasks
-  and memory bounded per box where the machine gives the grader control groups;
+  and memory bounded per box where the machine gives the grader control groups, and its
+  files by a file system of its own where the grader may mount one;
 - **the verdicts are the grader's**: after the kernel has ended, the graded cells of an
   assignment with an answer key (``answer_keys``: assignment 05's, in the course folder) get
   their points from that key, run by this Python in isolated mode on what the hidden tests
@@ -46,6 +47,7 @@ from traitlets import Dict, Integer, List, Unicode, validate
 
 from workbook.course.grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, write_probe
 from workbook.course.sandbox import (
+    MAX_DISK_BYTES,
     MAX_MEMORY_BYTES,
     MAX_TASKS,
     Box,
@@ -92,9 +94,13 @@ class GuardedExecute(Execute):
         MAX_MEMORY_BYTES, help="Memory one submission's kernel may hold, temporary folders included (cgroups)."
     ).tag(config=True)
 
-    @validate("max_tasks", "max_memory_bytes")
+    max_disk_bytes = Integer(
+        MAX_DISK_BYTES, help="Bytes of files one submission's box may hold (a memory-backed file system; root)."
+    ).tag(config=True)
+
+    @validate("max_tasks", "max_memory_bytes", "max_disk_bytes")
     def _a_limit_a_kernel_can_start_under(self, proposal):
-        least = {"max_tasks": 64, "max_memory_bytes": 512 * 2**20}[proposal["trait"].name]
+        least = {"max_tasks": 64, "max_memory_bytes": 512 * 2**20, "max_disk_bytes": 16 * 2**20}[proposal["trait"].name]
         if proposal["value"] < least:
             raise ValueError(
                 f"c.GuardedExecute.{proposal['trait'].name}={proposal['value']!r}: at least {least:,} "
@@ -129,11 +135,7 @@ class GuardedExecute(Execute):
         self._failed_cells = set()
         box, ours = Box(self.sandbox_user), None
         try:  # from here on, whatever fails, the box and its control groups are removed
-            unlimited = box.limit(self.max_tasks, self.max_memory_bytes)
-            if unlimited:
-                self.log.warning(
-                    "The kernel's tasks and memory are bounded only by the machine's limits: %s.", unlimited
-                )
+            self._bound(box)
             # The grader's own folder, which the kernel never sees: its copy of the probe (the
             # kernel's may be rewritten) and, afterwards, what the kernel recorded.
             ours = pathlib.Path(tempfile.mkdtemp(prefix="workbook-verdict-"))
@@ -158,6 +160,15 @@ class GuardedExecute(Execute):
             if ours is not None:
                 shutil.rmtree(ours, ignore_errors=True)
         return nb, resources
+
+    def _bound(self, box):
+        """Give ``box`` its limits; the log says which this machine cannot give, and why."""
+        unlimited = box.limit(self.max_tasks, self.max_memory_bytes)
+        if unlimited:
+            self.log.warning("The kernel's tasks and memory are bounded only by the machine's limits: %s.", unlimited)
+        unbounded = box.bound_disk(self.max_disk_bytes)
+        if unbounded:
+            self.log.warning("The kernel's files are bounded only by the grader's disk: %s.", unbounded)
 
     def _course_root(self):
         root = self.config.get("CourseDirectory", {}).get("root")

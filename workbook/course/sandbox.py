@@ -10,7 +10,9 @@ runs under bubblewrap (``bwrap``, Debian's ``bubblewrap``) in namespaces of its 
   other submission's box. Its temporary folders are small memory-backed ones of its own
   (``TMPFS_BYTES``), and the only folder of the machine it can write is its own box (a
   working folder, a home, the kernel's sockets), which holds nothing but what the grader
-  put there for this submission;
+  put there for this submission. Where the grader may mount (root), the box is a
+  memory-backed file system of its own, no larger than ``MAX_DISK_BYTES``
+  (:meth:`Box.bound_disk`), so that a kernel cannot fill the grader's disk;
 - **processes**: a PID namespace of its own, so that every process it starts (``setsid``
   or not) is killed with it, when the grader stops its kernel or the grader itself dies;
 - **network**: none (the kernel talks to the grader through Unix sockets in its box);
@@ -61,6 +63,9 @@ TMPFS_BYTES = {"/tmp": 256 * 2**20, "/var/tmp": 64 * 2**20, "/dev/shm": 64 * 2**
 #: (a few hundred MB for the assignment).
 MAX_TASKS = max(512, 32 * (os.cpu_count() or 1))  # TensorFlow's thread pools grow with the cores
 MAX_MEMORY_BYTES = 4 * 2**30
+#: What one box's files may hold, where the grader may mount a file system of its own for it
+#: (the assignment writes a few MB of recordings). Memory-backed: within the box's memory limit.
+MAX_DISK_BYTES = 512 * 2**20
 _CGROUP = pathlib.Path("/sys/fs/cgroup")
 #: The machine's folders a kernel sees (read-only): programs, libraries, settings, devices' facts.
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
@@ -83,16 +88,41 @@ class Box:
     def __init__(self, user="nobody"):
         self.root = pathlib.Path(tempfile.mkdtemp(prefix="workbook-box-"))
         self.work, self.home, self.kernel = self.root / "work", self.root / "home", self.root / "kernel"
-        for folder in (self.work, self.home, self.kernel):
-            folder.mkdir()
         self.uid = self.gid = None
         self.cgroups = []
+        self.mounted = False
         if os.geteuid() == 0 and _can_run_python_as(user):
             entry = pwd.getpwnam(user)
             self.uid, self.gid = entry.pw_uid, entry.pw_gid
+        self._make_folders()
+
+    def _make_folders(self):
+        for folder in (self.work, self.home, self.kernel):
+            folder.mkdir(exist_ok=True)
+        if self.uid is not None:
             for folder in (self.root, self.work, self.home, self.kernel):
                 os.chown(folder, self.uid, self.gid)
         self.root.chmod(0o700)
+
+    def bound_disk(self, disk_bytes=MAX_DISK_BYTES):
+        """Make the box a file system of its own of ``disk_bytes``; why not, if this machine cannot (else None).
+
+        A memory-backed one (tmpfs), so its files also count against the box's memory limit.
+        Called before anything is put in the box; :meth:`remove` unmounts it.
+        """
+        if not (isinstance(disk_bytes, int) and not isinstance(disk_bytes, bool) and disk_bytes >= 2**20):
+            raise ValueError(f"disk_bytes={disk_bytes!r} must be a whole number of bytes, at least 1 MiB (2**20).")
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            return "the grader may not mount a file system for each box (run it as root)"
+        options = f"size={disk_bytes},mode=0700,nodev,nosuid"
+        result = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "workbook-box", str(self.root)], capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            return f"its file system could not be mounted ({result.stderr.strip() or result.returncode})"
+        self.mounted = True
+        self._make_folders()
+        return None
 
     def give(self, path):
         """Hand a file the grader wrote in the box to the sandbox's user (read-only for it)."""
@@ -122,6 +152,9 @@ class Box:
         return None
 
     def remove(self):
+        if self.mounted:  # detached at once; its memory is freed when the last of its processes has gone
+            subprocess.run(["umount", "--lazy", str(self.root)], capture_output=True)
+            self.mounted = False
         self._remove_cgroups()
         shutil.rmtree(self.root, ignore_errors=True)
 
