@@ -6,12 +6,15 @@ sandboxed kernel, its verdicts taken outside it: a small class of reference solu
 (which train) and untouched releases (which stop at the first answer), graded by
 ``workbook.course.grade_class`` with 1, 2 and 4 workers. Per-submission times and the speed-up
 come from the same run; a class of 300 is extrapolated from the measured throughput. Memory
-is the peak resident set of every process the grading started (nbgrader, the sandboxed
-kernels, the verdicts), sampled every 0.2 s: with one worker, what one submission takes.
+is measured two ways: per submission, the most its box held at once (the kernel's processes
+and its files, from its control group, as the grader logs it where it may make one), and
+for the whole grading, the peak resident set of every process it started (nbgrader, the
+sandboxed kernels, the verdicts), sampled every 0.2 s.
 """
 
 import os
 import pathlib
+import re
 import shutil
 import sys
 import tempfile
@@ -54,6 +57,12 @@ def make_course(base):
     return course, env
 
 
+def box_peak(log):
+    """The most memory (MiB) a submission's box held, from the grader's log; None if it could not measure it."""
+    found = re.search(r"The box held at most (\d+) MiB of memory", log)
+    return float(found.group(1)) if found else None
+
+
 def main():
     from workbook.course.grade_class import grade_class
 
@@ -77,7 +86,8 @@ def main():
                 kind: sorted(seconds for student, (_, seconds, _) in results.items() if student.startswith(kind))
                 for kind in CLASS
             }
-            rows.append((workers, wall, per_kind, memory.peak - baseline))
+            boxes = [box_peak(output) for _, _, output in results.values()]
+            rows.append((workers, wall, per_kind, memory.peak - baseline, boxes))
     n = sum(CLASS.values())
     one = rows[0][1]
     lines = [
@@ -89,13 +99,15 @@ def main():
         f"on {os.cpu_count()} cores.",
         "",
         "| workers | whole class | speed-up | one reference / one untouched (median) | per submission "
-        "| peak memory of the grading |",
-        "|---|---|---|---|---|---|",
+        "| peak memory of one submission's box | peak memory of the grading |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for workers, wall, per_kind, peak in rows:
+    for workers, wall, per_kind, peak, boxes in rows:
         medians = " / ".join(f"{times[len(times) // 2]:.0f} s" for times in per_kind.values())
+        box = "not measured here (no control groups)" if None in boxes else f"{max(boxes):.0f} MiB"
         lines.append(
-            f"| {workers} | {wall:.0f} s | {one / wall:.2f}x | {medians} | {wall / n:.0f} s | {peak / 2**20:.0f} MiB |"
+            f"| {workers} | {wall:.0f} s | {one / wall:.2f}x | {medians} | {wall / n:.0f} s | {box} "
+            f"| {peak / 2**20:.0f} MiB |"
         )
     best_workers, best_wall, *_ = min(rows, key=lambda row: row[1])
     lines += [

@@ -1,12 +1,14 @@
 """Grading assignment 05 the way a JupyterHub grades it, against honest and dishonest work.
 
-Everything goes through nbgrader's own command line, in subprocesses whose environment a
-hub would give them (a fresh home per person, no PYTEST_* or TF_* variables; under pytest,
-ipykernel hides the kernel's stderr, which nbgrader counts against a cell). The instructor
-releases the (turned-down) assignment into an exchange folder; each student fetches it in
-a home of their own, answers, and submits; the instructor collects, autogrades the class
-two submissions at a time (``python -m workbook.course.grade_class``), generates feedback and
-exports the grades. One class is graded per test run and shared by the tests below.
+The instructor releases the (turned-down) assignment into an exchange folder through
+nbgrader's command line; each student fetches it in a home of their own, answers, and
+submits, and the instructor collects, through nbgrader's own exchange classes in this process
+(as those commands run them, without seconds of start-up each); the instructor autogrades the
+class of 31 two submissions at a time (``python -m workbook.course.grade_class``, one
+``nbgrader autograde`` command line each), generates feedback and exports the grades, in
+subprocesses whose environment a hub would give them (a fresh home, no PYTEST_* or TF_*
+variables; under pytest, ipykernel hides the kernel's stderr, which nbgrader counts against a
+cell). One class is graded per test run and shared by the tests below.
 
 Expected scores are the points of the honest work in each submission, written out here
 from the assignment's rules, never read from the grader. Every dishonest submission is
@@ -1270,6 +1272,8 @@ def test_a_flood_and_a_hog_stay_in_their_box_and_the_classmate_still_starts_a_th
         assert first[:2] == ["stopped", "at"] and int(first[2]) < 64, first  # the flood met its box's limit...
         assert started.returncode == 0 and started.stdout == "ran\n", started  # ...and the classmate did not
         assert "held" not in rest and flood.returncode != 0, (rest, flood.returncode)  # 640 MB: killed at 256
+        # what the grader logs of each box: the hog reached its limit, no more
+        assert 192 * 2**20 < flooding.peak_memory() <= 256 * 2**20, flooding.peak_memory()
     finally:
         groups = [*flooding.cgroups, *classmate.cgroups]
         flooding.remove()

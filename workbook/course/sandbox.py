@@ -151,6 +151,13 @@ class Box:
             return f"its control groups could not be made ({error})"
         return None
 
+    def peak_memory(self):
+        """The most memory (bytes) the box's processes and files held at once; None without a memory group."""
+        for group in self.cgroups:
+            with contextlib.suppress(OSError, ValueError):
+                return int((group / "memory.max_usage_in_bytes").read_text())
+        return None
+
     def remove(self):
         if self.mounted:  # detached at once; its memory is freed when the last of its processes has gone
             subprocess.run(["umount", "--lazy", str(self.root)], capture_output=True)
