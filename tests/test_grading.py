@@ -1475,10 +1475,13 @@ def test_no_module_of_the_installed_workbook_holds_an_answer(tmp_path):
 
 
 def test_the_answer_scan_finds_a_planted_answer(tmp_path):
-    # The scan above, run on a copy of the package with the answers planted where a module
-    # could hold them: it must find each of them.
+    # The scan above, run on a package with the answers planted where a module could hold
+    # them: it must find each of them. The package is the workbook's own front module and the
+    # planted one (the test above already scans every other module; scanning them twice would
+    # only cost minutes).
     package = tmp_path / "site" / "workbook"
-    shutil.copytree(ROOT / "workbook", package, ignore=shutil.ignore_patterns("__pycache__", "*.npz"))
+    package.mkdir(parents=True)
+    shutil.copy(ROOT / "workbook" / "__init__.py", package)
     (package / "planted.py").write_text(
         "import keras\n\n"
         "ANSWERS = {'op': 'Cast', 'variable': 'codes'}\n\n"
@@ -1496,7 +1499,9 @@ def test_the_answer_scan_finds_a_planted_answer(tmp_path):
         timeout=840,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    found = json.loads((tmp_path / "scan.json").read_text())["found"]
+    scan = json.loads((tmp_path / "scan.json").read_text())
+    assert scan["modules"] == 2  # the planted package, not the installed one
+    found = scan["found"]
     assert {
         "workbook.planted.ANSWERS holds part (b)'s answer",
         "workbook.planted._quantizer passes part (a)",
