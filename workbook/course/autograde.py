@@ -50,6 +50,7 @@ from workbook.course.sandbox import (
     MAX_DISK_BYTES,
     MAX_MEMORY_BYTES,
     MAX_TASKS,
+    TMPFS_BYTES,
     Box,
     can_hide,
     sandbox_problem,
@@ -156,8 +157,9 @@ class GuardedExecute(Execute):
             if answer_key:
                 resources[_UNJUDGED] = self._apply_verdicts(nb, box, ours, answer_key)
         finally:
-            if box.peak_memory() is not None:  # for the instructor's capacity planning (make bench reads it)
-                self.log.info("The box held at most %.0f MiB of memory.", box.peak_memory() / 2**20)
+            peak = box.peak_memory()
+            if peak is not None:  # for the instructor's capacity planning (make bench reads it)
+                self.log.info("The box held at most %.0f MiB of memory.", peak / 2**20)
             box.remove()
             if ours is not None:
                 shutil.rmtree(ours, ignore_errors=True)
@@ -165,6 +167,14 @@ class GuardedExecute(Execute):
 
     def _bound(self, box):
         """Give ``box`` its limits; the log says which this machine cannot give, and why."""
+        files = self.max_disk_bytes + sum(TMPFS_BYTES.values())  # all of it memory, charged to the box
+        if files >= self.max_memory_bytes // 2:
+            raise ValueError(
+                f"c.GuardedExecute.max_disk_bytes={self.max_disk_bytes:,} with the kernel's temporary folders "
+                f"({sum(TMPFS_BYTES.values()):,} bytes) must stay below half of "
+                f"c.GuardedExecute.max_memory_bytes={self.max_memory_bytes:,}, or a kernel that fills its files "
+                "is killed for memory before it is told its disk is full."
+            )
         unlimited = box.limit(self.max_tasks, self.max_memory_bytes)
         if unlimited:
             self.log.warning("The kernel's tasks and memory are bounded only by the machine's limits: %s.", unlimited)

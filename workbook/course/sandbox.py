@@ -64,8 +64,11 @@ TMPFS_BYTES = {"/tmp": 256 * 2**20, "/var/tmp": 64 * 2**20, "/dev/shm": 64 * 2**
 MAX_TASKS = max(512, 32 * (os.cpu_count() or 1))  # TensorFlow's thread pools grow with the cores
 MAX_MEMORY_BYTES = 4 * 2**30
 #: What one box's files may hold, where the grader may mount a file system of its own for it
-#: (the assignment writes a few MB of recordings). Memory-backed: within the box's memory limit.
+#: (the assignment writes a few MB of recordings). Memory-backed: within the box's memory limit
+#: where it has one.
 MAX_DISK_BYTES = 512 * 2**20
+#: ... and files (and folders): far more than the assignment writes.
+MAX_FILES = 100_000
 _CGROUP = pathlib.Path("/sys/fs/cgroup")
 #: The machine's folders a kernel sees (read-only): programs, libraries, settings, devices' facts.
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
@@ -107,20 +110,26 @@ class Box:
     def bound_disk(self, disk_bytes=MAX_DISK_BYTES):
         """Make the box a file system of its own of ``disk_bytes``; why not, if this machine cannot (else None).
 
-        A memory-backed one (tmpfs), so its files also count against the box's memory limit.
-        Called before anything is put in the box; :meth:`remove` unmounts it.
+        A memory-backed one (tmpfs): where the box has a memory group (:meth:`limit`, called
+        first), its files count against that group's limit; elsewhere they are memory outside
+        every box's limit, at most ``disk_bytes``. Called before anything is put in the box,
+        once; :meth:`remove` unmounts it.
         """
         if not (isinstance(disk_bytes, int) and not isinstance(disk_bytes, bool) and disk_bytes >= 2**20):
             raise ValueError(f"disk_bytes={disk_bytes!r} must be a whole number of bytes, at least 1 MiB (2**20).")
+        if self.mounted:
+            raise ValueError(f"the box {self.root} already has its file system; bound_disk is called once per box.")
         if os.geteuid() != 0 or shutil.which("mount") is None:
             return "the grader may not mount a file system for each box (run it as root)"
-        options = f"size={disk_bytes},mode=0700,nodev,nosuid"
+        # files as well as bytes: an empty file costs the kernel memory that size= does not count
+        options = f"size={disk_bytes},nr_inodes={MAX_FILES},mode=0700,nodev,nosuid"
+        self.mounted = True  # from here on, remove() unmounts whatever happens
         result = subprocess.run(
             ["mount", "-t", "tmpfs", "-o", options, "workbook-box", str(self.root)], capture_output=True, text=True
         )
         if result.returncode != 0:
+            self.mounted = False
             return f"its file system could not be mounted ({result.stderr.strip() or result.returncode})"
-        self.mounted = True
         self._make_folders()
         return None
 
@@ -152,17 +161,27 @@ class Box:
         return None
 
     def peak_memory(self):
-        """The most memory (bytes) the box's processes and files held at once; None without a memory group."""
+        """The most memory (bytes) the box's group was charged at once; None without a memory group.
+
+        Its processes', its files' in memory-backed folders, and the page cache and kernel
+        memory they caused (the libraries the kernel read first, for one).
+        """
         for group in self.cgroups:
             with contextlib.suppress(OSError, ValueError):
                 return int((group / "memory.max_usage_in_bytes").read_text())
         return None
 
     def remove(self):
-        if self.mounted:  # detached at once; its memory is freed when the last of its processes has gone
+        """Unmount the box's file system, remove its control groups, then its folder."""
+        for _ in range(10):  # detached at once; its memory is freed when the last of its processes has gone
+            if not (self.mounted and os.path.ismount(self.root)):
+                break
             subprocess.run(["umount", "--lazy", str(self.root)], capture_output=True)
-            self.mounted = False
+        still_mounted = self.mounted and os.path.ismount(self.root)
         self._remove_cgroups()
+        if still_mounted:
+            raise RuntimeError(f"the box {self.root} could not be unmounted: run `umount --lazy {self.root}` as root")
+        self.mounted = False
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _remove_cgroups(self):
