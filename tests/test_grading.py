@@ -1503,6 +1503,7 @@ pathlib.Path(sys.argv[1]).write_text(json.dumps({"modules": len(modules), "found
 """
 
 
+@pytest.mark.slow  # minutes: every callable of the package tried in a fresh interpreter (make test runs it)
 @pytest.mark.timeout(900)
 def test_no_module_of_the_installed_workbook_holds_an_answer(tmp_path):
     # A fresh interpreter in isolated mode (no working folder, no PYTHONPATH): it sees the
