@@ -1353,6 +1353,37 @@ print(sum(size for size, _ in written.values()), sorted({why for _, why in writt
     assert not root.exists() and str(root) not in pathlib.Path("/proc/self/mounts").read_text()
 
 
+HONEST_FILES = """import os
+for place in (os.getcwd(), os.path.expanduser("~"), "/tmp"):
+    path = os.path.join(place, "weights.bin")
+    with open(path, "wb") as file:
+        file.write(bytes(range(256)) * 4096)  # 1 MiB, as a student's saved weights
+    with open(path, "rb") as file:
+        print(place.replace(os.path.dirname(os.getcwd()), "BOX"), len(file.read()), oct(os.stat(place).st_mode & 0o777))
+print(sorted(os.listdir(os.path.dirname(os.getcwd()))), os.access(os.getcwd(), os.W_OK))
+"""
+
+
+def test_an_honest_kernel_sees_the_same_box_with_or_without_its_quota():
+    from workbook.course.sandbox import Box, sandbox_command, sandbox_problem
+
+    if sandbox_problem():
+        pytest.skip(sandbox_problem())
+    outputs = []
+    for quota in (None, 64 * 2**20):
+        box = Box()
+        try:
+            if quota is not None and box.bound_disk(quota):
+                pytest.skip("this machine gives the grader no per-box file system")
+            command = sandbox_command(box, [sys.executable, "-c", HONEST_FILES])
+            command[command.index('exec "$@" >/dev/null 2>&1')] = 'exec "$@"'  # keep its output, for the test
+            result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        finally:
+            assert box.remove() is None and not box.root.exists()
+        outputs.append((result.returncode, result.stdout, result.stderr))
+    assert outputs[0] == outputs[1] and outputs[0][0] == 0, outputs
+
+
 def test_limits_a_kernel_could_not_be_graded_under_are_refused_by_name():
     pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
     from workbook.course.autograde import GuardedExecute

@@ -160,7 +160,9 @@ class GuardedExecute(Execute):
             peak = box.peak_memory()
             if peak is not None:  # for the instructor's capacity planning (make bench reads it)
                 self.log.info("The box held at most %.0f MiB of memory.", peak / 2**20)
-            box.remove()
+            left = box.remove()
+            if left:  # the grades stand; the instructor frees the box
+                self.log.error("%s.", left)
             if ours is not None:
                 shutil.rmtree(ours, ignore_errors=True)
         return nb, resources
