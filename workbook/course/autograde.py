@@ -157,12 +157,7 @@ class GuardedExecute(Execute):
             if answer_key:
                 resources[_UNJUDGED] = self._apply_verdicts(nb, box, ours, answer_key)
         finally:
-            peak = box.peak_memory()
-            if peak is not None:  # for the instructor's capacity planning (make bench reads it)
-                self.log.info("The box held at most %.0f MiB of memory.", peak / 2**20)
-            left = box.remove()
-            if left:  # the grades stand; the instructor frees the box
-                self.log.error("%s.", left)
+            self._remove(box)
             if ours is not None:
                 shutil.rmtree(ours, ignore_errors=True)
         return nb, resources
@@ -183,6 +178,15 @@ class GuardedExecute(Execute):
         unbounded = box.bound_disk(self.max_disk_bytes)
         if unbounded:
             self.log.warning("The kernel's files are bounded only by the grader's disk: %s.", unbounded)
+
+    def _remove(self, box):
+        """Remove ``box``, logging the most memory it held and anything it left behind (the grades stand)."""
+        peak = box.peak_memory()
+        if peak is not None:  # for the instructor's capacity planning (make bench reads it)
+            self.log.info("The box held at most %.0f MiB of memory.", peak / 2**20)
+        left = box.remove()
+        if left:
+            self.log.error("%s.", left)
 
     def _course_root(self):
         root = self.config.get("CourseDirectory", {}).get("root")
