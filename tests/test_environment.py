@@ -1,10 +1,22 @@
-"""workbook.setup() keeps TensorFlow's own log lines from being written, and touches nothing else."""
+"""workbook.setup() keeps TensorFlow's own log lines from being written, and touches nothing else.
 
+Three fresh processes do a student's work with TensorFlow: one without ``setup()`` (what it
+writes then), one after ``setup()``, and one after ``setup()`` where the student asked for every
+line (``TF_CPP_MIN_LOG_LEVEL=0``). Each costs an import of TensorFlow, so each runs once and
+the tests below read what it wrote. The process after ``setup()`` also has a thread writing
+numbered lines to file descriptor 2 all through ``setup()``, checks that standard error is the
+same file afterwards, and ends with the student's own exception.
+"""
+
+import json
 import subprocess
 import sys
 
 import pytest
 from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment
+
+# The three processes are module fixtures: on one worker each runs once.
+pytestmark = pytest.mark.xdist_group("environment")
 
 #: What a student's code does with TensorFlow after loading it: an integer op, a fit, a
 #: tf.data loop and a failed op, each of which has made TensorFlow log a line.
@@ -24,73 +36,132 @@ try:
 except tf.errors.InvalidArgumentError:
     pass
 """
-# In a fresh process, with marks after loading and after the work, so a line left over says when.
+# With marks after loading and after the work, so a line left over says when.
 SCRIPT = (
     "import os, sys\n{before}\nimport tensorflow\nos.write(2, b'-- imported\\n')\n"
     + TENSORFLOW_AT_WORK
     + "os.write(2, b'-- trained\\n')\n"
     "os.write(2, b'written to fd 2 by other code\\n')\n"
     "print('from Python', file=sys.stderr)\n"
+    "{after}\n"
 )
 MARKS_AND_OURS = b"-- imported\n-- trained\nwritten to fd 2 by other code\nfrom Python\n"
 
+# A thread writes numbered lines to fd 2 until setup() returns, noting which it wrote while
+# TensorFlow was loading (after its module appeared, before setup returned).
+SETUP_WITH_A_WRITER = """
+import json, threading, time
+before = os.fstat(2)
+done, during = threading.Event(), []
+def write():
+    i = 0
+    while not done.is_set():
+        os.write(2, b'line %d of a thread\\n' % i)
+        if 'tensorflow' in sys.modules:
+            during.append(i)
+        i += 1
+        time.sleep(0.001)
+    found['written'], found['while_loading'] = i, len(during)
+found = {}
+writer = threading.Thread(target=write)
+import workbook
+writer.start(); workbook.setup(seed=0); done.set(); writer.join()
+after = os.fstat(2)
+found['same_file'] = (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)
+found['log_threads'] = [t.name for t in threading.enumerate() if 'log' in t.name.lower()]
+os.write(2, b'E0000 00:00:0.0 1 mine.cc:1] a line of my own after setup\\n')
+"""
+# Written by the student after setup(), in the very form of TensorFlow's log lines.
+OWN_LOG_LINE = b"E0000 00:00:0.0 1 mine.cc:1] a line of my own after setup\n"
+ENDS_WITH_AN_ERROR = "print(json.dumps(found))\nraise RuntimeError('the real error')"
+# Without setup: TensorFlow loaded before the workbook, which must then leave it alone.
+LEFT_ALONE = (
+    "from workbook.core.tensorflow_start import import_tensorflow_quietly\n"
+    "assert import_tensorflow_quietly() is tensorflow\n"
+    "os.write(2, b'after\\n')\n"
+)
 
-def run(tmp_path, before, **variables):
-    env = clean_environment(tmp_path) | variables
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(before=before)], capture_output=True, env=env, timeout=FRESH_PYTHON_SECONDS
+
+def run(tmp_path_factory, before, after="", **variables):
+    home = tmp_path_factory.mktemp("home")
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(before=before, after=after)],
+        capture_output=True,
+        env=clean_environment(home) | variables,
+        timeout=FRESH_PYTHON_SECONDS,
     )
-    assert result.returncode == 0, result.stderr.decode()[-2000:]
-    return result.stderr
 
 
-def test_setup_keeps_tensorflows_lines_unwritten_and_everything_else_as_it_is(tmp_path):
-    # A student's process: no TF_* variables. Without setup, TensorFlow's lines are there
-    # (checked, so the test shows that setup is what keeps them out).
-    loud = run(tmp_path, "")
-    quiet = run(tmp_path, "import workbook; workbook.setup(seed=0)")
-    assert quiet == MARKS_AND_OURS
-    if loud == MARKS_AND_OURS:
+@pytest.fixture(scope="module")
+def without_setup(tmp_path_factory):
+    done = run(tmp_path_factory, "", LEFT_ALONE)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return done.stderr
+
+
+@pytest.fixture(scope="module")
+def after_setup(tmp_path_factory):
+    """(stderr, what the script found about the writer and descriptor 2, its exit code)."""
+    done = run(tmp_path_factory, SETUP_WITH_A_WRITER, ENDS_WITH_AN_ERROR)
+    found = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return done.stderr, found, done.returncode
+
+
+@pytest.fixture(scope="module")
+def every_line_asked_for(tmp_path_factory):
+    done = run(tmp_path_factory, "import workbook; workbook.setup(seed=0)", TF_CPP_MIN_LOG_LEVEL="0")
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return done.stderr
+
+
+def thread_lines(found):
+    return b"".join(b"line %d of a thread\n" % i for i in range(found["written"]))
+
+
+def split_off(stderr, found):
+    """Standard error after setup(): (the thread's part, the marks and ours, the traceback)."""
+    threads = thread_lines(found)
+    assert stderr.startswith(threads), stderr.decode()[-3000:]
+    rest = stderr[len(threads) :]
+    where = rest.find(b"Traceback")
+    return threads, rest[:where], rest[where:]
+
+
+def test_setup_keeps_tensorflows_lines_unwritten_and_everything_else_as_it_is(after_setup, without_setup):
+    # Without setup, TensorFlow's lines are there (checked, so the test shows that setup is
+    # what keeps them out).
+    stderr, found, _ = after_setup
+    assert split_off(stderr, found)[1] == OWN_LOG_LINE + MARKS_AND_OURS
+    if without_setup == MARKS_AND_OURS + b"after\n":
         pytest.skip("this TensorFlow writes no log line here even without setup(), so the check shows nothing")
 
 
-def test_a_log_level_the_user_set_is_kept(tmp_path):
+def test_a_log_level_the_user_set_is_kept(every_line_asked_for, without_setup):
     # TF_CPP_MIN_LOG_LEVEL=0 asks for every line: setup() does not override it.
-    loud = run(tmp_path, "import workbook; workbook.setup(seed=0)", TF_CPP_MIN_LOG_LEVEL="0")
-    quiet = run(tmp_path, "import workbook; workbook.setup(seed=0)")
-    if quiet == loud:
+    if without_setup == MARKS_AND_OURS + b"after\n":
         pytest.skip("this TensorFlow writes no log line here, so the check shows nothing")
-    assert loud != MARKS_AND_OURS
+    assert every_line_asked_for != MARKS_AND_OURS
 
 
-def test_setup_touches_no_file_descriptor(tmp_path):
+def test_what_others_write_while_tensorflow_loads_is_passed_on_whole_and_in_order(after_setup):
+    stderr, found, _ = after_setup
+    assert found["while_loading"] > 10, "the thread wrote nothing while TensorFlow loaded: the test shows nothing"
+    assert split_off(stderr, found)[0] == thread_lines(found)
+
+
+def test_setup_touches_no_file_descriptor(after_setup):
     # Standard error stays the very file it was: no pipe, no thread, nothing to drain at exit.
-    script = (
-        "import os, threading\n"
-        "before = os.fstat(2)\n"
-        "import workbook; workbook.setup(seed=0)\n"
-        "after = os.fstat(2)\n"
-        "print((before.st_dev, before.st_ino) == (after.st_dev, after.st_ino), "
-        "[t.name for t in threading.enumerate() if 'log' in t.name.lower()])\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=clean_environment(tmp_path),
-        timeout=FRESH_PYTHON_SECONDS,
-    )
-    assert result.stdout.strip() == "True []", result.stderr[-2000:]
+    _, found, _ = after_setup
+    assert found["same_file"] is True and found["log_threads"] == []
 
 
-def test_a_scripts_traceback_still_reaches_stderr(tmp_path):
-    script = "import workbook; workbook.setup(seed=0)\nraise RuntimeError('the real error')\n"
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=clean_environment(tmp_path),
-        timeout=FRESH_PYTHON_SECONDS,
-    )
-    assert result.returncode == 1
-    assert result.stderr.startswith("Traceback") and "RuntimeError: the real error" in result.stderr
+def test_a_scripts_traceback_still_reaches_stderr(after_setup):
+    stderr, found, returncode = after_setup
+    traceback = split_off(stderr, found)[2].decode()
+    assert returncode == 1
+    assert traceback.startswith("Traceback") and traceback.rstrip().endswith("RuntimeError: the real error")
+
+
+def test_a_tensorflow_imported_before_setup_is_left_alone(without_setup):
+    # The script asserts that the workbook hands back the TensorFlow already loaded.
+    assert without_setup.endswith(b"after\n")

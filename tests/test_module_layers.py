@@ -6,8 +6,9 @@ foundations (core) at the bottom, then the topics the notebooks teach (surrogate
 estimators; none imports another), then the monitor, then the lab and workbook.layers, then the
 instructor's course; and the maths, layers and recording never import display code.
 Here: that the contracts hold through the real command line, that they catch a planted
-import however it is written, what import-linter cannot see (the root's lazy names), the
-same rule observed in a fresh interpreter, and the README's table kept equal to the contract.
+import however it is written, what import-linter cannot see (the root's lazy names), and the
+README's table kept equal to the contract. The same rule is observed in a fresh interpreter in
+tests/test_fresh_interpreter.py.
 """
 
 import ast
@@ -124,35 +125,16 @@ def test_no_module_of_the_package_reaches_a_name_through_the_root():
     assert not found, f"import the defining module by its full name instead: {found}"
 
 
-def test_importing_every_module_below_the_display_loads_none_of_the_display(tmp_path):
-    """The same rule, observed: a fresh interpreter imports them all and lists the workbook modules loaded.
-
-    (TensorFlow itself loads Matplotlib and IPython, so only the workbook's own modules tell.)
-    """
-    code = (
-        "import importlib, sys\n"
-        f"for name in {NO_DISPLAY!r}:\n"
-        "    importlib.import_module(name)\n"
-        "print(sorted(name for name in sys.modules if name.startswith('workbook')))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-        timeout=FRESH_PYTHON_SECONDS,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    loaded = set(ast.literal_eval(result.stdout.strip().splitlines()[-1]))
-    assert loaded >= set(NO_DISPLAY)
-    assert loaded & set(DISPLAY) == set()
-    assert not any(name.startswith("workbook.course") for name in loaded)
-
-
 def test_the_readme_table_of_rooms_lists_the_layers_in_order():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Working on the workbook", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`workbook" in line]
     in_readme = [re.findall(r"`(workbook[\w.]*)`", row.split("|")[1]) for row in rows]
     assert in_readme == LAYERS
+
+
+def test_the_fresh_interpreter_probe_reads_the_same_contract_as_text():
+    # tests/test_fresh_interpreter.py reads the display contract without tomllib, for Python 3.10.
+    import test_fresh_interpreter
+
+    assert (test_fresh_interpreter.NO_DISPLAY, test_fresh_interpreter.DISPLAY) == (NO_DISPLAY, DISPLAY)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from IPython.core.formatters import format_display_data
-from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment
+from notebook_runner import clean_environment
 
 import workbook
 from workbook.core.figures import in_notebook
@@ -683,37 +683,3 @@ def test_a_fit_that_never_runs_the_monitors_function_is_reported_once_and_record
     assert len([w for w in caught if "GradientNormMonitor" in str(w.message)]) == 1
     assert len(monitor.history) == 0
     assert_left_as_found(model, keras_function.function)
-
-
-# --- The recording half draws nothing ------------------------------------------------------
-
-DISPLAY_PACKAGES = ("matplotlib", "ipywidgets", "IPython")
-DISPLAY_MODULES = (
-    "workbook.core.figures",
-    "workbook.surrogates.plots",
-    "workbook.monitor.monitoring",
-    "workbook.lab.compare",
-    "workbook.surrogates.explorer",
-)
-
-RECORD_IN_A_FRESH_PROCESS = f"""
-import sys
-import numpy as np
-import keras  # Keras itself loads matplotlib.pyplot and IPython; what counts is what the workbook adds
-loaded_by_keras = set(sys.modules)
-import workbook.monitor.recording
-from workbook.lab.bottleneck_runs import train_bottlenecks
-x = np.random.default_rng(0).random((48, 28, 28, 1)).astype("float32")
-runs = train_bottlenecks({{"identity": None}}, x[:32], x[32:], epochs=1, batch_size=16, seed=0, every=1)
-assert len(runs["identity"].gradients) == 2, runs["identity"].gradients
-added = set(sys.modules) - loaded_by_keras
-print(sorted(m for m in added if m.split(".")[0] in {DISPLAY_PACKAGES!r} or m in {DISPLAY_MODULES!r}))
-"""
-
-
-def test_recording_and_training_in_a_fresh_process_load_no_display_code():
-    probe = subprocess.run(
-        [sys.executable, "-c", RECORD_IN_A_FRESH_PROCESS], capture_output=True, text=True, timeout=FRESH_PYTHON_SECONDS
-    )
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    assert probe.stdout.strip().splitlines()[-1] == "[]"
