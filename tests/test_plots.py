@@ -278,7 +278,7 @@ def lab_history():
 
 def test_a_row_name_too_long_for_a_narrow_panel_is_shortened_to_end_inside_it():
     """04's small panels: "encoder: no gradient, cut by Cast at cell In[6], line 5" ran past the panel's edge."""
-    from workbook.core.figures import draw_gradient_norms
+    from workbook.monitor.figures import draw_gradient_norms
 
     history = lab_history()
     history.layers[0] = "encoder_of_the_student_model_with_a_long_name"
@@ -293,7 +293,7 @@ def test_a_row_name_too_long_for_a_narrow_panel_is_shortened_to_end_inside_it():
 
 
 def test_gradient_norms_never_draw_zero_or_none_at_a_number():
-    from workbook.core.figures import draw_gradient_norms
+    from workbook.monitor.figures import draw_gradient_norms
 
     figure = Figure(figsize=(7, 3.6))
     ax = figure.subplots()
@@ -487,7 +487,8 @@ def is_inside(box, other):
 
 def test_a_legend_wider_than_the_room_beside_the_axes_leaves_a_panel_and_raises_nothing():
     """The live figure makes room for its legend while fit runs: a very long layer name must not stop training."""
-    from workbook.core.figures import new_figure, room_for_the_legend
+    from workbook.core.figures import new_figure
+    from workbook.monitor.figures import room_for_the_legend
 
     figure = new_figure(figsize=(6, 3))
     ax = figure.add_subplot()

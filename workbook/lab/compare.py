@@ -171,7 +171,8 @@ def _loss_figure(runs):
 
 def _gradient_norm_figure(runs):
     """One panel of per-layer gradient norms per bottleneck, two a row, on one y-axis."""
-    from workbook.core.figures import WIDEST, draw_gradient_norms, fit_row_names, new_figure, rows_below_the_break
+    from workbook.core.figures import WIDEST, new_figure
+    from workbook.monitor.figures import draw_gradient_norms, fit_row_names, rows_below_the_break
 
     labels = list(runs)
     columns = min(len(labels), 2)  # two panels fill the notebook's width with text at full size
@@ -201,7 +202,7 @@ def _gradient_norm_figure(runs):
 
 def _shared_decades(histories):
     """The powers of ten that hold every run's finite, non-zero gradient norms: one y-axis for all."""
-    from workbook.core.figures import decade_range
+    from workbook.monitor.figures import decade_range
 
     spans = [decade_range(history.norms) for history in histories if np.isfinite(history.norms).any()]
     spans = [span for span in spans if span != (0, 0)] or [(0, 0)]

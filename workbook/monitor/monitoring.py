@@ -12,15 +12,8 @@ import time
 import numpy as np
 
 from workbook.core.arguments import is_number, refuse
-from workbook.core.figures import (
-    WIDEST,
-    draw_gradient_norms,
-    figure_png,
-    fit_row_names,
-    in_notebook,
-    new_figure,
-    room_for_the_legend,
-)
+from workbook.core.figures import WIDEST, figure_png, in_notebook, new_figure
+from workbook.monitor.figures import draw_gradient_norms, fit_row_names, room_for_the_legend
 from workbook.monitor.recording import GradientNormRecorder, GradientNormRecords
 
 
