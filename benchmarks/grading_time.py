@@ -23,9 +23,9 @@ import time
 import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
 from notebook_budgets import PeakMemory  # noqa: E402  (a benchmark beside this one)
-from notebook_runner import clean_environment  # noqa: E402  (tests/ is put on the path just above)
+from notebook_runner import clean_environment  # noqa: E402  (scripts/ is put on the path just above)
 from notebook_runner import run_nbgrader as nbgrader  # noqa: E402
 
 ASSIGNMENT = "05_assignment_quantized_autoencoder"

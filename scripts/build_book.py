@@ -3,7 +3,7 @@
 Three steps, each its own function:
 
 1. :func:`execute_all` runs every chapter top to bottom in a fresh kernel, the way
-   the test suite does (``tests/notebook_runner.py``: a process of its own, a
+   the test suite does (``scripts/notebook_runner.py``: a process of its own, a
    student's clean environment), two at a time. Classroom defaults by default;
    ``--reduced`` uses the test suite's turned-down parameters (CI). Each executed
    notebook is kept under ``build/book/executed/`` with a key made of its source,
@@ -35,8 +35,7 @@ import time
 import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from notebook_runner import (  # noqa: E402
+from notebook_runner import (  # noqa: E402  (beside this script)
     EXPECTED_ERRORS,
     REDUCED_PARAMETERS,
     clean_environment,
@@ -107,7 +106,7 @@ def workbook_fingerprint():
         if path.is_file() and path.suffix in {".py", ".npz"}:
             digest.update(path.relative_to(ROOT).as_posix().encode())
             digest.update(path.read_bytes())
-    digest.update((ROOT / "tests" / "notebook_runner.py").read_bytes())
+    digest.update((ROOT / "scripts" / "notebook_runner.py").read_bytes())
     return digest.hexdigest()
 
 
@@ -147,7 +146,7 @@ KERNEL_START_TIMEOUT = "Kernel didn't respond"
 
 
 def run_notebook(source, reduced, timeout_per_cell=900, attempts=2):
-    """Execute `source` in a fresh kernel in a clean process (tests/notebook_runner.py); (notebook, seconds).
+    """Execute `source` in a fresh kernel in a clean process (scripts/notebook_runner.py); (notebook, seconds).
 
     A kernel that does not start in time is started once more; any other failure stops the build.
     """
@@ -165,7 +164,7 @@ def _run_notebook_once(source, reduced, timeout_per_cell):
         given, executed, home = (pathlib.Path(folder, name) for name in ("given.ipynb", "executed.ipynb", "home"))
         home.mkdir()
         nbformat.write(reduced_notebook(source) if reduced else nbformat.read(source, as_version=4), given)
-        command = [sys.executable, str(ROOT / "tests" / "notebook_runner.py"), str(given), str(executed)]
+        command = [sys.executable, str(ROOT / "scripts" / "notebook_runner.py"), str(given), str(executed)]
         command += ["--timeout", str(timeout_per_cell), "--cwd", str(pathlib.Path(source).parent)]
         started = time.perf_counter()
         result = subprocess.run(command, env=clean_environment(home), capture_output=True, text=True)

@@ -1,6 +1,6 @@
 """The missing-gradients extension is as harmless as not loading it, in real kernels.
 
-The same cells run in two kernels through tests/notebook_runner.py: one whose first cell is
+The same cells run in two kernels through scripts/notebook_runner.py: one whose first cell is
 ``%load_ext workbook.finder.missing_gradients``, one whose first cell is a comment. Cell by
 cell, the extension's kernel must show what the plain one shows (stderr, errors with their
 tracebacks, every stdout line: the losses, the weights, the rows a generator handed out),
