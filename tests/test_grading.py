@@ -1393,7 +1393,7 @@ def test_limits_a_kernel_could_not_be_graded_under_are_refused_by_name():
             GuardedExecute(**{name: value})
     # files are memory too: a disk quota the memory limit cannot hold is refused before a box is made
     grader = GuardedExecute(max_memory_bytes=2**30, max_disk_bytes=512 * 2**20)
-    with pytest.raises(ValueError, match="max_disk_bytes=536,870,912 .*max_memory_bytes=1,073,741,824"):
+    with pytest.raises(ValueError, match="max_disk_bytes=536870912 .*max_memory_bytes=1,073,741,824"):
         grader._bound(box=None)
 
 

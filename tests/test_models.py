@@ -73,7 +73,9 @@ def test_anything_else_is_refused_with_what_is_accepted(bad):
 
 
 def test_unknown_names_and_options_are_refused():
-    with pytest.raises(ValueError, match=r"'no_such_thing' is not in workbook.SURROGATES.*cast_int_ste"):
+    with pytest.raises(
+        ValueError, match=r"bottleneck='no_such_thing' must be a name in workbook.SURROGATES.*cast_int_ste"
+    ):
         workbook.autoencoder("no_such_thing")
     with pytest.raises(ValueError, match=r"'lr'.*'learning_rate', 'seed'"):
         workbook.autoencoder(lr=0.1)

@@ -209,13 +209,13 @@ def test_with_params_refuses_unknown_names_and_bad_values():
     with pytest.raises(ValueError, match="whole number"):
         SURROGATES["floor_smooth"].with_params(depth=2.5)
     # the whole message, word for word: it is what a student reads
-    message = "surrogate 'step_sigmoid': slope=0 is not allowed; slope must be a number in (0, 1000] (default 25.0)."
+    message = "surrogate 'step_sigmoid': slope=0 must be a number in (0, 1000] (default 25.0)."
     with pytest.raises(ValueError) as refused:
         SURROGATES["step_sigmoid"].with_params(slope=0)
     assert str(refused.value) == message
     with pytest.raises(ValueError) as refused:
         SURROGATES["floor_smooth"].with_params(depth=11)
-    assert str(refused.value).endswith("depth=11 is not allowed; depth must be a whole number in [1, 10] (default 3).")
+    assert str(refused.value).endswith("depth=11 must be a whole number in [1, 10] (default 3).")
     # bounds: a closed lower bound takes its end, an open one does not; 3.0 is the whole number 3
     assert SURROGATES["floor_smooth"].with_params(depth=1).params == {"depth": 1}
     depth = SURROGATES["floor_smooth"].with_params(depth=3.0).params["depth"]

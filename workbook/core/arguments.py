@@ -62,11 +62,11 @@ def _is_real(value, finite):
     return isinstance(value, numbers.Integral) or not (math.isnan(value) or (finite and math.isinf(value)))
 
 
-def check_range(argument, value):
+def check_range(argument, value, owner=None):
     """Refuse anything but two finite numbers (low, high) with low < high, naming ``argument``."""
     ok = isinstance(value, (tuple, list)) and len(value) == 2 and all(is_number(v) for v in value)
     if not ok or not value[0] < value[1]:
-        raise ValueError(f"{argument}={value!r} must be two finite numbers (low, high) with low < high.")
+        refuse(argument, value, "two finite numbers (low, high) with low < high", owner)
 
 
 def shown(value):
@@ -106,14 +106,15 @@ def check_seed(seed, owner=None, allow_none=False):
     return int(seed)
 
 
-def check_count(argument, value, low=1, high=None, owner=None):
+def check_count(argument, value, low=1, high=None, owner=None, example=None):
     """Refuse a count that is not a whole number from ``low`` to ``high`` (None: no upper bound).
 
-    An upper bound keeps a typo such as ``n_points=10**9`` from allocating gigabytes.
+    An upper bound keeps a typo such as ``n_points=10**9`` from allocating gigabytes;
+    ``example``, if given, ends the message as ``e.g. argument=example``.
     """
     if not is_whole_number(value, low=low, high=high):
         allowed = f"a whole number of at least {low}" if high is None else f"a whole number from {low} to {high}"
-        refuse(argument, value, allowed, owner)
+        refuse(argument, value, allowed + ("" if example is None else f", e.g. {argument}={example}"), owner)
 
 
 def check_tolerance(argument, value, owner=None):

@@ -16,7 +16,7 @@ from importlib import resources
 
 import numpy as np
 
-from workbook.core.arguments import check_seed, is_whole_number
+from workbook.core.arguments import check_seed, is_whole_number, refuse
 
 #: Where Keras downloads MNIST from (``keras.datasets.mnist.load_data``).
 KERAS_MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
@@ -54,7 +54,7 @@ def load_mnist(n_train=None, n_test=None, source="auto", seed=0):
     (x_train, y_train), (x_test, y_test)
     """
     if source not in SOURCES:
-        raise ValueError(f"source={source!r} is not known; use one of {', '.join(map(repr, SOURCES))}.")
+        refuse("source", source, f"one of {', '.join(map(repr, SOURCES))}")
     _check_count("n_train", n_train)
     _check_count("n_test", n_test)
     check_seed(seed)
@@ -92,7 +92,7 @@ def _check_count(name, value):
     if value is None:
         return
     if not is_whole_number(value, low=1):
-        raise ValueError(f"{name}={value!r} must be None (all images) or a whole number of at least 1.")
+        refuse(name, value, "None (all images) or a whole number of at least 1")
 
 
 def _to_float(images):
@@ -297,7 +297,7 @@ def _stratified_subset(labels, n, name, rng):
     if n is None:
         return rng.permutation(available)
     if n > available:
-        raise ValueError(f"{name}={n} is more than the {available} images this source has; use at most {available}.")
+        refuse(name, n, f"None (all images) or at most {available}, the images this source has")
     counts = np.bincount(labels, minlength=10)
     picked = [
         rng.choice(np.flatnonzero(labels == digit), size=count, replace=False)

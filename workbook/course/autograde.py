@@ -45,6 +45,7 @@ from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells, SaveAutoGrades
 from traitlets import Dict, Integer, List, Unicode, validate
 
+from workbook.core.arguments import refuse
 from workbook.course.grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, write_probe
 from workbook.course.sandbox import (
     MAX_DISK_BYTES,
@@ -103,10 +104,9 @@ class GuardedExecute(Execute):
     def _a_limit_a_kernel_can_start_under(self, proposal):
         least = {"max_tasks": 64, "max_memory_bytes": 512 * 2**20, "max_disk_bytes": 16 * 2**20}[proposal["trait"].name]
         if proposal["value"] < least:
-            raise ValueError(
-                f"c.GuardedExecute.{proposal['trait'].name}={proposal['value']!r}: at least {least:,} "
-                "(a kernel with TensorFlow needs that much to start; the default is far above it)"
-            )
+            why = "a kernel with TensorFlow needs that much to start; the default is far above it"
+            allowed = f"at least {least:,} ({why})"
+            refuse(f"c.GuardedExecute.{proposal['trait'].name}", proposal["value"], allowed)
         return proposal["value"]
 
     sandbox_user = Unicode("nobody", help="The user a kernel runs as when the grader runs as root.").tag(config=True)
@@ -166,12 +166,13 @@ class GuardedExecute(Execute):
         """Give ``box`` its limits; the log says which this machine cannot give, and why."""
         files = self.max_disk_bytes + sum(TMPFS_BYTES.values())  # all of it memory, charged to the box
         if files >= self.max_memory_bytes // 2:
-            raise ValueError(
-                f"c.GuardedExecute.max_disk_bytes={self.max_disk_bytes:,} with the kernel's temporary folders "
-                f"({sum(TMPFS_BYTES.values()):,} bytes) must stay below half of "
+            allowed = (
+                f"below {self.max_memory_bytes // 2 - sum(TMPFS_BYTES.values()):,}, so that with the kernel's "
+                f"temporary folders ({sum(TMPFS_BYTES.values()):,} bytes) it stays below half of "
                 f"c.GuardedExecute.max_memory_bytes={self.max_memory_bytes:,}, or a kernel that fills its files "
-                "is killed for memory before it is told its disk is full."
+                "is killed for memory before it is told its disk is full"
             )
+            refuse("c.GuardedExecute.max_disk_bytes", self.max_disk_bytes, allowed)
         unlimited = box.limit(self.max_tasks, self.max_memory_bytes)
         if unlimited:
             self.log.warning("The kernel's tasks and memory are bounded only by the machine's limits: %s.", unlimited)

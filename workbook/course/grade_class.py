@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from workbook.core.arguments import refuse
+
 __all__ = ["grade_class", "submitted_students"]
 
 
@@ -31,7 +33,7 @@ def submitted_students(course, assignment):
 def grade_class(course, assignment, students=None, workers=2, extra=(), env=None, log=print):
     """Autograde each student's submission, ``workers`` at a time; {student: (return code, seconds, output)}."""
     if not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
-        raise ValueError(f"workers={workers!r} must be a whole number of at least 1.")
+        refuse("workers", workers, "a whole number of at least 1")
     students = submitted_students(course, assignment) if students is None else list(students)
 
     def one(student):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbook.core.arguments import check_count, check_seed, is_number, is_whole_number, refuse
+from workbook.core.arguments import check_count, check_seed, is_number, refuse
 from workbook.core.gradients import value_and_gradient
 from workbook.estimators.sampling import (
     BERNOULLI_ONLY,
@@ -204,10 +204,11 @@ def make_problem(latent="bernoulli", n_latents=6, n_classes=3, n_outputs=8, seed
     owner = "make_problem"
     check_estimator("straight_through", latent, owner=owner)
     if not isinstance(objective, str) or objective not in OBJECTIVES:
-        raise ValueError(
-            f"make_problem: objective={objective!r} is not known; use 'quadratic' ({OBJECTIVES['quadratic']}) "
-            f"or 'quartic' ({OBJECTIVES['quartic']}), with r = weights @ z - target."
+        allowed = (
+            f"'quadratic' ({OBJECTIVES['quadratic']}) or 'quartic' ({OBJECTIVES['quartic']}), "
+            "with r = weights @ z - target"
         )
+        refuse("objective", objective, allowed, owner)
     check_count("n_latents", n_latents, low=1, owner=owner)
     check_count("n_classes", n_classes, low=2, high=MAX_OUTCOMES, owner=owner)
     check_count("n_outputs", n_outputs, low=1, high=MAX_OUTPUTS, owner=owner)
@@ -217,10 +218,11 @@ def make_problem(latent="bernoulli", n_latents=6, n_classes=3, n_outputs=8, seed
     outcomes = classes ** min(n_latents, 13)
     if outcomes > MAX_OUTCOMES:
         count = f" = {outcomes}" if n_latents <= 13 else ""
-        raise ValueError(
-            f"make_problem: {classes} ** n_latents{count} outcomes is too many to list; keep it at most "
-            f"{MAX_OUTCOMES} (n_latents={n_latents}; e.g. n_latents={int(np.log(MAX_OUTCOMES) / np.log(classes))})."
+        allowed = (
+            f"smaller: {classes} ** n_latents{count} outcomes is too many to list; keep it at most "
+            f"{MAX_OUTCOMES}, e.g. n_latents={int(np.log(MAX_OUTCOMES) / np.log(classes))}"
         )
+        refuse("n_latents", n_latents, allowed, owner)
     rng = np.random.default_rng(seed)
     shape = (n_latents,) if latent == "bernoulli" else (n_latents, n_classes)
     logits = rng.normal(0.0, 1.0, shape)
@@ -413,26 +415,16 @@ def moving_average_baseline(losses, decay):
 
 def check_measurement(n_samples, baseline_decay, baseline, problem):
     """Refuse what :func:`measure_bias_and_variance` cannot measure, naming the argument."""
-    if not is_whole_number(n_samples, low=2, high=1_000_000):
-        raise ValueError(
-            f"measure_bias_and_variance: n_samples={n_samples!r} must be a whole number "
-            f"from 2 to 1000000, e.g. n_samples=1000."
-        )
+    owner = "measure_bias_and_variance"
+    check_count("n_samples", n_samples, low=2, high=1_000_000, owner=owner, example=1000)
     if baseline_decay is not None and not is_number(baseline_decay, low=0, high=1, include_high=False):
-        raise ValueError(
-            f"measure_bias_and_variance: baseline_decay={baseline_decay!r} must be a number "
-            f"in [0, 1), e.g. 0.9, or None for no baseline."
-        )
+        refuse("baseline_decay", baseline_decay, "a number in [0, 1), e.g. 0.9, or None for no baseline", owner)
     if baseline is not None and baseline != "batch_mean" and not is_number(baseline):
-        raise ValueError(
-            f"measure_bias_and_variance: baseline={baseline!r} must be None (the moving average), "
-            f"a number (a constant baseline) or 'batch_mean'."
-        )
+        allowed = "None (the moving average), a number (a constant baseline) or 'batch_mean'"
+        refuse("baseline", baseline, allowed, owner)
     if not isinstance(problem, DiscreteProblem):
-        raise ValueError(
-            f"measure_bias_and_variance: problem={problem!r} must be a DiscreteProblem, "
-            f"e.g. workbook.make_problem('bernoulli', n_latents=6)."
-        )
+        allowed = "a DiscreteProblem, e.g. workbook.make_problem('bernoulli', n_latents=6)"
+        refuse("problem", problem, allowed, owner)
 
 
 def measure_bias_and_variance(

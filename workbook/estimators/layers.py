@@ -14,7 +14,7 @@ measures a model whose decoder sees a discrete code.
 import keras
 from keras import ops
 
-from workbook.core.arguments import check_seed, is_number, is_whole_number, refuse
+from workbook.core.arguments import check_count, check_seed, is_number, is_whole_number, refuse
 from workbook.estimators.sampling import (
     LEAVE_ONE_OUT,
     SCORE_FUNCTIONS,
@@ -102,27 +102,25 @@ class DiscreteBottleneck(keras.layers.Layer):
         tau_min=None,
         **kwargs,
     ):
-        check_estimator(estimator, latent, owner="DiscreteBottleneck")
-        samples = check_samples(samples, estimator, owner="DiscreteBottleneck")
+        owner = "DiscreteBottleneck"
+        check_estimator(estimator, latent, owner=owner)
+        samples = check_samples(samples, estimator, owner=owner)
         if samples > 1 and estimator not in LEAVE_ONE_OUT:
-            raise ValueError(
-                f"DiscreteBottleneck: samples={samples!r} draws per example are used only by "
-                f"estimator='score_function_loo' or 'disarm' (got {estimator!r}); leave samples=None."
+            allowed = (
+                f"None (one draw) with estimator={estimator!r}: draws per example are used only by "
+                "estimator='score_function_loo' or 'disarm'; leave samples=None"
             )
+            refuse("samples", samples, allowed, owner)
         if test_latent not in ("sample", "mode"):
-            raise ValueError(
-                f"DiscreteBottleneck: test_latent={test_latent!r} must be 'sample' (a hard random "
-                f"sample) or 'mode' (the most likely latent)."
-            )
-        self.tau = check_tau(tau, owner="DiscreteBottleneck")
+            allowed = "'sample' (a hard random sample) or 'mode' (the most likely latent)"
+            refuse("test_latent", test_latent, allowed, owner)
+        self.tau = check_tau(tau, owner=owner)
         self.anneal_rate, self.anneal_every, self.tau_min = check_annealing(
             estimator, self.tau, anneal_rate, anneal_every, tau_min
         )
         if not is_number(baseline_decay, low=0, high=1, include_high=False):
-            raise ValueError(
-                f"DiscreteBottleneck: baseline_decay={baseline_decay!r} must be a number in [0, 1), e.g. 0.9."
-            )
-        check_seed(seed, owner="DiscreteBottleneck", allow_none=True)
+            refuse("baseline_decay", baseline_decay, "a number in [0, 1), e.g. 0.9", owner)
+        check_seed(seed, owner=owner, allow_none=True)
         super().__init__(name=name, **kwargs)
         self.latent, self.estimator = latent, estimator
         self.baseline_decay = float(baseline_decay)
@@ -264,18 +262,17 @@ class VectorQuantizer(keras.layers.Layer):
     """
 
     def __init__(self, n_codes=32, commitment=0.25, seed=0, name="bottleneck", restart_after=None, **kwargs):
-        if not is_whole_number(n_codes, low=2, high=65536):
-            raise ValueError(
-                f"VectorQuantizer: n_codes={n_codes!r} must be a whole number from 2 to 65536, e.g. n_codes=32."
-            )
+        owner = "VectorQuantizer"
+        check_count("n_codes", n_codes, low=2, high=65536, owner=owner, example=32)
         if not is_number(commitment, low=0, high=10):
-            raise ValueError(f"VectorQuantizer: commitment={commitment!r} must be a number in [0, 10], e.g. 0.25.")
-        check_seed(seed, owner="VectorQuantizer")
+            refuse("commitment", commitment, "a number in [0, 10], e.g. 0.25", owner)
+        check_seed(seed, owner=owner)
         if restart_after is not None and not is_whole_number(restart_after, low=1, high=MAX_RESTART_AFTER):
-            raise ValueError(
-                f"VectorQuantizer: restart_after={restart_after!r} must be None (never restart a code) "
-                f"or a whole number of training steps from 1 to {MAX_RESTART_AFTER}, e.g. restart_after=20."
+            allowed = (
+                "None (never restart a code) or a whole number of training steps from 1 to "
+                f"{MAX_RESTART_AFTER}, e.g. restart_after=20"
             )
+            refuse("restart_after", restart_after, allowed, owner)
         super().__init__(name=name, **kwargs)
         self.n_codes, self.commitment, self.seed = int(n_codes), float(commitment), int(seed)
         self.restart_after = None if restart_after is None else int(restart_after)

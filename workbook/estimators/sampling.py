@@ -96,27 +96,22 @@ _EPSILON = 1e-7
 def check_estimator(estimator, latent="bernoulli", owner="sample_latent"):
     """Raise a ValueError naming the argument unless both names are known."""
     if estimator not in ESTIMATORS:
-        raise ValueError(
-            f"{owner}: estimator={estimator!r} is not known; use one of {', '.join(map(repr, ESTIMATORS))}."
-        )
+        refuse("estimator", estimator, f"one of {', '.join(map(repr, ESTIMATORS))}", owner)
     if latent not in LATENTS:
-        raise ValueError(
-            f"{owner}: latent={latent!r} is not known; use 'bernoulli' (one bit per "
-            f"logit) or 'categorical' (one class along the last axis)."
-        )
+        allowed = "'bernoulli' (one bit per logit) or 'categorical' (one class along the last axis)"
+        refuse("latent", latent, allowed, owner)
     if estimator in BERNOULLI_ONLY and latent != "bernoulli":
-        raise ValueError(
-            f"{owner}: latent={latent!r} with estimator={estimator!r}: DisARM is for Bernoulli latents only; "
-            f"use latent='bernoulli', or estimator='score_function_loo' for a categorical latent."
+        allowed = (
+            f"'bernoulli' with estimator={estimator!r}: DisARM is for Bernoulli latents only; "
+            "use latent='bernoulli', or estimator='score_function_loo' for a categorical latent"
         )
+        refuse("latent", latent, allowed, owner)
 
 
 def check_tau(tau, owner="sample_latent"):
     """``tau`` as a float, or a ValueError saying what is allowed."""
     if not is_number(tau, low=0, high=100, include_low=False):
-        raise ValueError(
-            f"{owner}: tau={tau!r} must be a temperature in (0, 100], e.g. tau=1.0; small tau is closer to discrete."
-        )
+        refuse("tau", tau, "a temperature in (0, 100], e.g. tau=1.0; small tau is closer to discrete", owner)
     return float(tau)
 
 
@@ -152,15 +147,11 @@ def check_samples(samples, estimator, owner="sample_latent"):
     if samples is None:
         return least
     if estimator == "disarm" and not (is_whole_number(samples) and samples == 2):
-        raise ValueError(
-            f"{owner}: samples={samples!r}, but DisARM draws exactly one antithetic pair per example; "
-            f"leave samples=None (or 2)."
-        )
+        allowed = "None (or 2): DisARM draws exactly one antithetic pair per example; leave samples=None"
+        refuse("samples", samples, allowed, owner)
     if not is_whole_number(samples, low=least, high=1024):
-        raise ValueError(
-            f"{owner}: samples={samples!r} must be a whole number from {least} to 1024"
-            + (" (leave-one-out needs another draw to baseline each one), e.g. samples=2." if least == 2 else ".")
-        )
+        why = " (leave-one-out needs another draw to baseline each one), e.g. samples=2" if least == 2 else ""
+        refuse("samples", samples, f"a whole number from {least} to 1024{why}", owner)
     return int(samples)
 
 

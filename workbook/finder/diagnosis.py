@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbook.core.arguments import refuse, shown
+from workbook.core.arguments import check_callable, refuse, shown
 from workbook.core.internals import (
     grappler_passes_off,
     kept_layer_attributes,
@@ -329,13 +329,10 @@ def _missed_by_the_tape(sources, covered):
 
 def _check_arguments(target, example, loss):
     """Refuse a target, example or loss the finder cannot follow, naming the argument."""
-    if not callable(target):
-        raise ValueError(
-            f"target={target!r} is not something to trace; pass a Python function on tensors, "
-            "a Keras layer, or a Keras model."
-        )
-    if loss is not None and not callable(loss):
-        raise ValueError(f"loss={loss!r} is not callable; pass a function loss(y, y_pred), or leave it out.")
+    allowed = "something to trace: a Python function on tensors, a Keras layer, or a Keras model"
+    check_callable("target", target, allowed)
+    if loss is not None:
+        check_callable("loss", loss, "a function loss(y, y_pred), or None (leave it out)")
     _check_example(example)
 
 

@@ -37,7 +37,7 @@ def prepare(target, example, loss=None):
 
     parts = _example_parts(example)
     is_model = isinstance(target, keras.Model)
-    call, description, inputs = _what_to_follow(target, parts, loss)
+    call, description, inputs = _what_to_follow(target, example, parts, loss)
     if isinstance(target, keras.layers.Layer) and not target.built:
         target(inputs[0][1])  # build the weights eagerly, outside the traced function
     variables, layer_of = _trainable_variables(target)
@@ -57,7 +57,7 @@ def _example_parts(example):
     return [_as_tensor(example, "example")]
 
 
-def _what_to_follow(target, parts, loss):
+def _what_to_follow(target, example, parts, loss):
     """(call, description, named inputs): a model's loss, a layer's output, or a function's output."""
     import keras
 
@@ -65,7 +65,7 @@ def _what_to_follow(target, parts, loss):
         call, description = _model_loss(target, loss)
         return call, description, list(zip(["x", "y", "sample_weight"], parts, strict=False))  # sample_weight optional
     if isinstance(target, keras.layers.Layer):
-        call, description = _layer_output(target, parts)
+        call, description = _layer_output(target, example, parts)
         return call, description, [("inputs", parts[0])]
     description = f"the output of {getattr(target, '__name__', repr(target))}"
     return target, description, list(zip(_argument_names(target, len(parts)), parts, strict=True))
@@ -103,13 +103,14 @@ def _model_loss(model, loss):
     return call, f"the loss of model {model.name!r} on (x, y)"
 
 
-def _layer_output(layer, parts):
+def _layer_output(layer, example, parts):
     """(call of one input, description) for a layer, or a model followed without a loss."""
     if len(parts) != 1:
-        raise ValueError(
-            f"example holds {len(parts)} arrays; a layer or a model without a loss takes one input. "
-            "For a model, compile it with loss=..., or pass find_gradient_breaks(model, (x, y), loss=fn)."
+        allowed = (
+            f"one input, not {len(parts)} arrays: a layer or a model without a loss takes one. "
+            "For a model, compile it with loss=..., or pass find_gradient_breaks(model, (x, y), loss=fn)"
         )
+        refuse("example", example, allowed, "find_gradient_breaks")
 
     def call(x):
         return layer(x, training=True)

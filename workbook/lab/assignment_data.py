@@ -6,6 +6,7 @@ The 2,000 bundled test digits are split once, the same way everywhere: the noteb
 the notebook never loads, so that nothing trained or stopped on ``x_test`` is measured on it.
 """
 
+from workbook.core.arguments import refuse
 from workbook.core.data import load_mnist
 from workbook.lab import assignment_spec as spec
 
@@ -29,10 +30,11 @@ def load_assignment_digits(n_train=None, n_test=None):
     bundled test digits that the grader does not measure on (at most ``spec.N_TEST``).
     """
     if n_test is not None and not (isinstance(n_test, int) and 1 <= n_test <= spec.N_TEST):
-        raise ValueError(
-            f"n_test={n_test!r}: the assignment hands out at most {spec.N_TEST:,} test digits "
-            f"(the other {spec.N_HELD_OUT:,} are the grader's); use a whole number from 1 to {spec.N_TEST:,}."
+        allowed = (
+            f"None (all {spec.N_TEST:,}) or a whole number from 1 to {spec.N_TEST:,}: the assignment hands out "
+            f"at most {spec.N_TEST:,} test digits (the other {spec.N_HELD_OUT:,} are the grader's)"
         )
+        refuse("n_test", n_test, allowed)
     (x_train, y_train), _ = load_mnist(n_train, source="bundled", seed=0)
     x_test, y_test = _test_halves()
     given = slice(spec.N_HELD_OUT, spec.N_HELD_OUT + (spec.N_TEST if n_test is None else n_test))

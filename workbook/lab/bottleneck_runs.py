@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbook.core.arguments import check_images, check_seed, is_whole_number
+from workbook.core.arguments import check_count, check_images, check_seed, refuse
 
 
 @dataclass
@@ -68,17 +68,17 @@ def check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, see
 
     Returns ``(x_train, x_test)`` as float32 arrays (None when they are to be loaded).
     """
+    owner = "compare_bottlenecks"
     if not isinstance(bottlenecks, dict) or not bottlenecks:
-        raise ValueError(
-            f"bottlenecks={bottlenecks!r} must be a non-empty dict of label -> bottleneck, "
-            "e.g. {'identity': None, 'cast_int_ste': 'cast_int_ste'}."
-        )
+        allowed = "a non-empty dict of label -> bottleneck, e.g. {'identity': None, 'cast_int_ste': 'cast_int_ste'}"
+        refuse("bottlenecks", bottlenecks, allowed, owner)
     for name, value in (("epochs", epochs), ("batch_size", batch_size), ("every", every)):
-        if not is_whole_number(value, low=1):
-            raise ValueError(f"{name}={value!r} must be a whole number of at least 1.")
+        check_count(name, value, owner=owner)
     if (x_train is None) != (x_test is None):
-        raise ValueError("Give both x_train and x_test, or neither (then they are loaded).")
-    check_seed(seed, owner="compare_bottlenecks")
+        missing, given = ("x_test", "x_train") if x_test is None else ("x_train", "x_test")
+        allowed = f"images too when {given} is given. Give both x_train and x_test, or neither (then they are loaded)"
+        refuse(missing, None, allowed, owner)
+    check_seed(seed, owner=owner)
     from workbook.lab.models import bottleneck_layer
 
     for label, bottleneck in bottlenecks.items():
@@ -88,7 +88,6 @@ def check_arguments(bottlenecks, epochs, batch_size, every, x_train, x_test, see
             raise ValueError(f"compare_bottlenecks: the bottleneck for {label!r}: {error}") from None
     if x_train is None:
         return None, None
-    owner = "compare_bottlenecks"
     return check_images("x_train", x_train, owner), check_images("x_test", x_test, owner)
 
 
@@ -219,12 +218,8 @@ def per_image_errors(model, x, latent="sample", batch_size=256):
         Shape (n,).
     """
     if latent not in ("sample", "mode"):
-        raise ValueError(
-            f"per_image_errors: latent={latent!r} must be 'sample' (a hard random code) "
-            "or 'mode' (the most likely code)."
-        )
-    if not is_whole_number(batch_size, low=1):
-        raise ValueError(f"per_image_errors: batch_size={batch_size!r} must be a whole number of at least 1.")
+        refuse("latent", latent, "'sample' (a hard random code) or 'mode' (the most likely code)", "per_image_errors")
+    check_count("batch_size", batch_size, owner="per_image_errors")
     layer = next((layer for layer in model.layers if hasattr(layer, "test_latent")), None)
     kept = None if layer is None else layer.test_latent
     if layer is not None:
@@ -246,8 +241,9 @@ def clearly_better(errors, other_errors):
     """
     difference = np.asarray(errors, dtype=float) - np.asarray(other_errors, dtype=float)
     if difference.ndim != 1 or len(difference) < 2:
-        raise ValueError(
-            f"clearly_better: expected two equally long 1-D arrays of per-image errors (at least 2 images), "
-            f"got shapes {np.shape(errors)} and {np.shape(other_errors)}."
-        )
+        if np.ndim(errors) != 1 or len(errors) < 2:
+            allowed = "a 1-D array of per-image errors of at least 2 images, as per_image_errors returns"
+            refuse("errors", errors, allowed, "clearly_better")
+        allowed = f"a 1-D array of per-image errors of the same {len(errors)} images as errors"
+        refuse("other_errors", other_errors, allowed, "clearly_better")
     return bool(difference.mean() + 3 * difference.std(ddof=1) / np.sqrt(len(difference)) < 0)

@@ -3,7 +3,7 @@
 Introduced in 04_autoencoder_lab.ipynb.
 """
 
-from workbook.core.arguments import check_seed, is_number, shown
+from workbook.core.arguments import check_seed, is_number, refuse, shown
 
 #: The options :func:`autoencoder` understands, with their defaults.
 DEFAULT_OPTIONS = {"learning_rate": 1e-3, "seed": 0}
@@ -50,14 +50,14 @@ def autoencoder(bottleneck=None, **options):
     """
     unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
     if unknown:
-        raise ValueError(
-            f"autoencoder() got unknown option(s) {', '.join(map(repr, unknown))}; "
-            f"the options are {', '.join(map(repr, DEFAULT_OPTIONS))}."
-        )
+        others = f" (nor {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else ""
+        known = ", ".join(map(repr, DEFAULT_OPTIONS))
+        allowed = f"left out: it has no option {unknown[0]!r}{others}; its options are {known}"
+        refuse(unknown[0], options[unknown[0]], allowed, "autoencoder")
     settings = {**DEFAULT_OPTIONS, **options}
     learning_rate, seed = settings["learning_rate"], settings["seed"]
     if not is_number(learning_rate, low=0, include_low=False):
-        raise ValueError(f"learning_rate={learning_rate!r} must be a positive number, e.g. learning_rate=1e-3.")
+        refuse("learning_rate", learning_rate, "a positive number, e.g. learning_rate=1e-3")
     check_seed(seed)
 
     import keras
@@ -111,18 +111,13 @@ def bottleneck_layer(bottleneck):
     if isinstance(bottleneck, keras.layers.Layer):
         return bottleneck
     if isinstance(bottleneck, type):
-        raise ValueError(
-            f"bottleneck={bottleneck!r} is a class; pass an instance or a name instead. "
-            f"Accepted: {ACCEPTED_BOTTLENECKS}."
-        )
+        refuse("bottleneck", bottleneck, f"an instance or a name, not a class. Accepted: {ACCEPTED_BOTTLENECKS}")
     if isinstance(bottleneck, str):
         from workbook.surrogates.catalogue import SURROGATES
 
         if bottleneck not in SURROGATES:
-            raise ValueError(
-                f"bottleneck={bottleneck!r} is not in workbook.SURROGATES; known names: "
-                f"{', '.join(sorted(SURROGATES))}. Accepted: {ACCEPTED_BOTTLENECKS}."
-            )
+            allowed = f"a name in workbook.SURROGATES, one of: {', '.join(sorted(SURROGATES))}"
+            refuse("bottleneck", bottleneck, f"{allowed}. Accepted: {ACCEPTED_BOTTLENECKS}")
         return _surrogate_layer(bottleneck)
     if _is_surrogate(bottleneck):
         return _surrogate_layer(bottleneck)
@@ -131,9 +126,8 @@ def bottleneck_layer(bottleneck):
         # Without an explicit shape Keras calls the function on a symbolic
         # tensor to infer it, which fails for some student functions.
         return keras.layers.Lambda(bottleneck, output_shape=BOTTLENECK_SHAPE, name="bottleneck")
-    raise ValueError(
-        f"bottleneck={bottleneck!r} (a {type(bottleneck).__name__}) is not accepted. Accepted: {ACCEPTED_BOTTLENECKS}."
-    )
+    allowed = f"an accepted kind of bottleneck, not a {type(bottleneck).__name__}. Accepted: {ACCEPTED_BOTTLENECKS}"
+    refuse("bottleneck", bottleneck, allowed)
 
 
 def _check_bottleneck_function(bottleneck):
@@ -152,11 +146,11 @@ def _check_bottleneck_function(bottleneck):
     shape = getattr(result, "shape", None)
     if shape is None or tuple(shape) != tuple(probe.shape):
         got = "None (is a `return` missing?)" if result is None else shown(result)
-        raise ValueError(
-            f"bottleneck={shown(bottleneck)} must return a tensor shaped like its input: on an input "
-            f"of shape {tuple(probe.shape)} (two codes) it returned {got}. The decoder after it "
-            f"expects {BOTTLENECK_SHAPE} per image."
+        allowed = (
+            f"a function returning a tensor shaped like its input: on an input of shape {tuple(probe.shape)} "
+            f"(two codes) it returned {got}. The decoder after it expects {BOTTLENECK_SHAPE} per image"
         )
+        refuse("bottleneck", bottleneck, allowed)
 
 
 def _is_surrogate(candidate):

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from workbook.core.arguments import is_number, refuse
+from workbook.core.arguments import check_callable, is_number, refuse
 from workbook.core.gradients import value_and_gradient
 from workbook.surrogates.formulas import FLOOR, SIGN, STEP, function_formula, render, times
 from workbook.surrogates.operation import SurrogateOperation
@@ -51,9 +51,7 @@ class Param:
     def check(self, owner, name, value):
         in_range = is_number(value, self.low, self.high, include_low=self.low_inclusive)
         if not in_range or (self.integer and not float(value).is_integer()):
-            raise ValueError(
-                f"{owner}: {name}={value!r} is not allowed; {name} must be {self.allowed()} (default {self.default!r})."
-            )
+            refuse(name, value, f"{self.allowed()} (default {self.default!r})", owner)
         return int(value) if self.integer else float(value)
 
 
@@ -90,12 +88,10 @@ class SurrogateGradient:
         reference="",
         doc=None,
     ):
-        if not callable(forward):
-            raise ValueError(f"forward={forward!r} must be a function of x, e.g. keras.ops.sign.")
-        if not callable(derivative):
-            raise ValueError(f"derivative={derivative!r} must be a function of x, e.g. keras.ops.ones_like.")
+        check_callable("forward", forward, "a function of x, e.g. keras.ops.sign")
+        check_callable("derivative", derivative, "a function of x, e.g. keras.ops.ones_like")
         if name is not None and not isinstance(name, str):
-            raise ValueError(f"name={name!r} must be a string or None.")
+            refuse("name", name, "a string or None")
         self._forward, self._derivative = forward, derivative
         self.name = name or getattr(forward, "__name__", "surrogate").strip("<>")
         self._spec = dict(spec or {})
@@ -136,12 +132,12 @@ class SurrogateGradient:
     # --- parameters and labels ------------------------------------------------
     def with_params(self, **params):
         """A copy with some parameters changed, e.g. ``SURROGATES["step_atan"].with_params(alpha=4)``."""
-        checked = dict(self.params)
+        checked, owner = dict(self.params), f"surrogate {self.name!r}"
         for key, value in params.items():
             if key not in self._spec:
-                allowed = ", ".join(sorted(self._spec)) or "none"
-                raise ValueError(f"surrogate {self.name!r} has no parameter {key!r}; its parameters are: {allowed}.")
-            checked[key] = self._spec[key].check(f"surrogate {self.name!r}", key, value)
+                known = ", ".join(sorted(self._spec)) or "none"
+                refuse(key, value, f"left out: it has no parameter {key!r}; its parameters are: {known}", owner)
+            checked[key] = self._spec[key].check(owner, key, value)
         # A shallow copy shares the functions, formulas and parameter specs, which never change; it is
         # not dataclasses.replace because the constructor checks a student's functions, and forward and
         # derivative are methods here, so the class cannot be a dataclass without a new constructor.
@@ -273,7 +269,7 @@ def surrogate(forward, derivative, name=None, formula=None):
         tensors; to save a model, use :class:`workbook.surrogates.layer.Surrogate` instead.
     """
     if formula is not None and not isinstance(formula, str):
-        raise ValueError(f"formula={formula!r} must be a string (LaTeX for the derivative) or None.")
+        refuse("formula", formula, "a string (LaTeX for the derivative) or None")
     return SurrogateGradient(forward, derivative, name, formula=formula)
 
 

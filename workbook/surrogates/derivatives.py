@@ -8,7 +8,7 @@ through TensorFlow, never copied from a formula, so a plot shows what backprop d
 import numpy as np
 import tensorflow as tf
 
-from workbook.core.arguments import check_float_dtype, check_range, is_whole_number
+from workbook.core.arguments import check_count, check_float_dtype, check_range, refuse
 from workbook.core.gradients import value_and_gradient
 from workbook.surrogates.catalogue import SURROGATES, SurrogateGradient, surrogate
 
@@ -19,9 +19,7 @@ def resolve(fn_or_name):
     """(callable, SurrogateGradient or None) from a catalog key, an object, a pair or a callable."""
     if isinstance(fn_or_name, str):
         if fn_or_name not in SURROGATES:
-            raise ValueError(
-                f"fn_or_name={fn_or_name!r} is not in the catalog; use one of: {', '.join(sorted(SURROGATES))}."
-            )
+            refuse("fn_or_name", fn_or_name, f"a name in the catalog, one of: {', '.join(sorted(SURROGATES))}")
         fn_or_name = SURROGATES[fn_or_name]
     if isinstance(fn_or_name, tuple) and len(fn_or_name) == 2 and all(map(callable, fn_or_name)):
         fn_or_name = surrogate(*fn_or_name)
@@ -29,17 +27,17 @@ def resolve(fn_or_name):
         return fn_or_name, fn_or_name
     if callable(fn_or_name):
         return fn_or_name, None
-    raise ValueError(
-        f"fn_or_name={fn_or_name!r} must be a catalog key (e.g. 'sign_ste'), an object from "
-        f"workbook.SURROGATES, a (forward, derivative) pair of functions, or a callable."
+    allowed = (
+        "a catalog key (e.g. 'sign_ste'), an object from workbook.SURROGATES, "
+        "a (forward, derivative) pair of functions, or a callable"
     )
+    refuse("fn_or_name", fn_or_name, allowed)
 
 
 def check_grid(x_range, n_points):
     """Refuse an ``x_range`` or ``n_points`` a plot (or the explorer) cannot draw, naming it."""
     check_range("x_range", x_range)
-    if not is_whole_number(n_points, 3, 100_000):
-        raise ValueError(f"n_points={n_points!r} must be a whole number from 3 to 100000.")
+    check_count("n_points", n_points, low=3, high=100_000)
 
 
 def measure(fn_or_name, x_range=(-2, 2), n_points=401, dtype="float32"):

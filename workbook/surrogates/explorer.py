@@ -10,6 +10,7 @@ import html
 
 import ipywidgets as widgets
 
+from workbook.core.arguments import refuse
 from workbook.surrogates.catalogue import SURROGATES, SurrogateGradient, surrogate
 from workbook.surrogates.derivatives import check_grid
 from workbook.surrogates.plots import figure_png, plot_derivatives
@@ -43,10 +44,9 @@ def explore_surrogates(custom=None, x_range=(-2, 2), n_points=401, start=None):
         shown, with the sliders' values) and ``redraw()``.
     """
     if custom is not None and not isinstance(custom, dict):
-        raise ValueError(
-            f"custom={custom!r} must be a dict from a name to a (forward, derivative) pair, "
-            "e.g. custom={'mine': (keras.ops.sign, my_derivative)}."
-        )
+        example = "custom={'mine': (keras.ops.sign, my_derivative)}"
+        allowed = f"a dict from a name to a (forward, derivative) pair, e.g. {example}"
+        refuse("custom", custom, allowed)
     check_grid(x_range, n_points)
     entries = dict(SURROGATES)
     for name, value in (custom or {}).items():
@@ -54,7 +54,7 @@ def explore_surrogates(custom=None, x_range=(-2, 2), n_points=401, start=None):
     if start is None:
         start = next(iter(custom)) if custom else "sign_ste"
     if not isinstance(start, str) or start not in entries:
-        raise ValueError(f"start={start!r} is not an entry; choose one of: {', '.join(entries)}.")
+        refuse("start", start, f"an entry, one of: {', '.join(entries)}")
     return SurrogateExplorer(entries, start, x_range, n_points)
 
 
@@ -128,7 +128,5 @@ def _as_surrogate(name, value):
         return value
     if isinstance(value, tuple) and len(value) == 2 and all(map(callable, value)):
         return surrogate(value[0], value[1], name=name)
-    raise ValueError(
-        f"custom[{name!r}]={value!r} must be a (forward, derivative) pair of functions or a "
-        f"surrogate made by workbook.surrogate(...)."
-    )
+    allowed = "a (forward, derivative) pair of functions or a surrogate made by workbook.surrogate(...)"
+    refuse(f"custom[{name!r}]", value, allowed)

@@ -90,9 +90,6 @@ def _resolve(surrogate, params):
     if isinstance(surrogate, SurrogateGradient):
         return surrogate.with_params(**params)
     if not isinstance(surrogate, str) or surrogate not in SURROGATES:
-        catalog = ", ".join(sorted(SURROGATES))
-        raise ValueError(
-            f"Surrogate(surrogate={surrogate!r}): unknown surrogate. Use one of: {catalog}; "
-            f"or an object from workbook.SURROGATES."
-        )
+        allowed = f"one of: {', '.join(sorted(SURROGATES))}; or an object from workbook.SURROGATES"
+        refuse("surrogate", surrogate, allowed, "Surrogate")
     return SURROGATES[surrogate].with_params(**params)

@@ -157,7 +157,7 @@ def _room_below(figure, margin_points=4):
 def _check_where(ax, axes, title):
     """Refuse ``ax``/``axes``/``title`` that :func:`plot_derivatives` cannot draw into, naming them."""
     if ax is not None and axes is not None:
-        raise ValueError("Pass ax=... (derivative panel only) or axes=(ax1, ax2), not both.")
+        refuse("axes", axes, "None when ax is given: pass ax=... (derivative panel only) or axes=(ax1, ax2), not both")
     if ax is not None and not isinstance(ax, Axes):
         refuse("ax", ax, "a Matplotlib Axes, e.g. ax=figure.subplots()")
     if axes is not None and not _is_pair_of_axes(axes):
