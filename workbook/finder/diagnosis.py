@@ -27,7 +27,7 @@ from workbook.core.internals import (
 from workbook.finder.gradient_probe import RUN_TIME_GRADIENT_OPS
 from workbook.finder.graph_walk import Traced, analyse, cut_all, tf_variable
 from workbook.finder.layer_causes import explain_disconnected, layer_of_op
-from workbook.finder.report import REASONS, Finding, GradientReport, Rank
+from workbook.finder.report import REASONS, Finding, GradientReport, Measured, Rank, Static
 from workbook.finder.targets import all_layers, changed_attributes, prepare, stateful_variables
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
@@ -86,14 +86,16 @@ def _find_gradient_breaks(target, example, loss):
                 variable.assign(value)
     report = analysis.report
     report.description = followed.description
-    for status in report.sources:
-        status.measured = measurement.verdicts.get(status.key, "not measured")
-    _failed_behind_a_py_function(report, measurement.failure)
-    _settle_unchecked(report, analysis.unchecked, measurement.failure)
-    explain_disconnected(report, layers, changed)
-    _not_recorded(report, followed.call)
-    _no_silent_cut(report)
-    _name_layers(report.findings + report.notes, layers)
+    sources, failure = report.sources, measurement.failure
+    for status in sources:
+        status.measured = measurement.verdicts.get(status.key, Measured.NOT_MEASURED)
+    # Each pass takes the findings and notes so far and returns them settled a step further.
+    findings, notes = _failed_behind_a_py_function(report.findings, report.notes, sources, failure)
+    findings, notes = _settle_unchecked(findings, notes, analysis.unchecked, sources, failure)
+    findings = _not_recorded(explain_disconnected(findings, sources, layers, changed), sources, followed.call)
+    findings, notes = _no_silent_cut(findings, notes, sources)
+    _name_layers(findings + notes, layers)
+    report.findings, report.notes = findings, notes
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
@@ -128,7 +130,7 @@ def _check_example(example):
 class Measurement:
     """The gradients a GradientTape measured on the example, and the trace that measured them.
 
-    ``verdicts`` maps a source key to 'none', 'zero', 'flowing' or 'error'; ``traced`` is
+    ``verdicts`` maps a source key to a :class:`~workbook.finder.report.Measured`; ``traced`` is
     the graph the walk then reads (None if the target could only be run eagerly);
     ``failure`` the first line of the error that building the gradient raised, if any.
     """
@@ -203,10 +205,10 @@ def _nonzero_flags(gradients):
 
 
 def _verdict(flowing):
-    """'none' for no gradient, else 'flowing' or 'zero' as ``flowing`` (a boolean tensor) says."""
+    """NONE for no gradient, else FLOWING or ZERO as ``flowing`` (a boolean tensor) says."""
     if flowing is None:
-        return "none"
-    return "flowing" if bool(flowing) else "zero"
+        return Measured.NONE
+    return Measured.FLOWING if bool(flowing) else Measured.ZERO
 
 
 #: Grappler passes switched off for the one run of the measurement: optimizing a graph that runs
@@ -275,56 +277,66 @@ def _failed_under_the_tape(followed, failure):
 
 
 def _all_failed(inputs, variables, failure):
-    return Measurement({key: "error" for key in _source_keys(inputs, variables)}, failure=failure)
+    return Measurement({key: Measured.ERROR for key in _source_keys(inputs, variables)}, failure=failure)
 
 
 def _first_line(error):
     return f"{type(error).__name__}: {error}".splitlines()[0][:300]
 
 
-def _settle_unchecked(report, unchecked, failure):
-    """Decide the breaks whose gradient function failed, with the GradientTape's measurement.
+def _settle_unchecked(findings, notes, unchecked, sources, failure):
+    """(findings, notes) with the breaks whose gradient function failed decided by the GradientTape.
 
     A break that the tape passed (every source it blocks measured flowing) was only a
     limit of the probe: a note. Otherwise it is a finding, "could not check", never "ok".
     A source the graph calls flowing but the tape measured None or failed on gets a finding too.
     """
-    covered = set()
+    findings, notes, covered = list(findings), list(notes), set()
     for suspect in unchecked:
-        bad = [s for s in suspect.blocked if s.measured != "flowing"]
+        bad = [s for s in suspect.blocked if s.measured != Measured.FLOWING]
         if bad:
             suspect.finding.cuts = list(dict.fromkeys(s.owner for s in bad))
-            report.findings.append(suspect.finding)
+            findings.append(suspect.finding)
             covered.update(id(s) for s in bad)
         else:
-            report.notes.append(suspect.finding)
-    report.findings += [_tape_finding(status, failure) for status in _missed_by_the_tape(report.sources, covered)]
-    report.findings.sort(key=Finding.sort_key)
+            notes.append(suspect.finding)
+    findings += [_tape_finding(status, failure) for status in _missed_by_the_tape(sources, covered)]
+    return sorted(findings, key=Finding.sort_key), notes
 
 
-def _failed_behind_a_py_function(report, failure):
-    """Put the GradientTape's failure on a tf.py_function that passes no gradient, when there is one.
+def _failed_behind_a_py_function(findings, notes, sources, failure):
+    """(findings, notes) with the GradientTape's failure put on a tf.py_function that passes no gradient.
 
     TensorFlow gives such an op's input a scalar 0 in place of its gradient, and the gradient ops
     behind it then fail on that 0 (fit raises): every source the tape failed on is cut by it.
+    Unchanged when there is no such op, or the tape failed on nothing.
     """
-    culprit = next((f for f in report.findings + report.notes if f.op_type in RUN_TIME_GRADIENT_OPS), None)
-    failed = [status for status in report.sources if status.measured == "error"]
+    culprit = next((f for f in findings + notes if f.op_type in RUN_TIME_GRADIENT_OPS), None)
+    failed = [status for status in sources if status.measured == Measured.ERROR]
     if culprit is None or not failed:
-        return
-    if culprit in report.notes:  # beside another path, yet the tape fails on it
-        report.notes.remove(culprit)
-        report.findings.append(culprit)
+        return findings, notes
+    findings, notes = _made_a_finding(culprit, findings, notes)  # a note beside another path, yet the tape fails
     culprit.rank = Rank.RAISES
     culprit.cuts = list(dict.fromkeys(culprit.cuts + [status.owner for status in failed]))
     culprit.detail += f"; the gradient ops behind it then fail on that 0, and tf.GradientTape raised {failure}"
     cut_all(failed)
-    report.findings.sort(key=Finding.sort_key)
+    return sorted(findings, key=Finding.sort_key), notes
+
+
+def _made_a_finding(finding, findings, notes):
+    """(findings, notes) with ``finding`` among the findings, and no longer among the notes."""
+    if any(f is finding for f in findings):
+        return findings, notes
+    return [*findings, finding], [note for note in notes if note is not finding]
 
 
 def _missed_by_the_tape(sources, covered):
     """The sources the graph passes but the tape measured None for (or failed on), not yet in a finding."""
-    return [s for s in sources if s.static == "flowing" and s.measured in ("none", "error") and id(s) not in covered]
+    return [
+        s
+        for s in sources
+        if s.static == Static.FLOWING and s.measured in (Measured.NONE, Measured.ERROR) and id(s) not in covered
+    ]
 
 
 def _check_arguments(target, example, loss):
@@ -336,18 +348,20 @@ def _check_arguments(target, example, loss):
     _check_example(example)
 
 
-def _not_recorded(report, call):
-    """A finding for weights your train_step's own tape returned None for, though the graph connects them."""
+def _not_recorded(findings, sources, call):
+    """``findings`` after one for weights your train_step's own tape returned None for, though the graph
+    connects them (first: it is the first thing to fix); those weights are then cut, measured None."""
     missing = set(getattr(call, "missing", ()))
-    statuses = [s for s in report.sources if s.name in missing and s.static == "flowing"]
+    statuses = [s for s in sources if s.name in missing and s.static == Static.FLOWING]
     if not statuses:
-        return
+        return findings
     frame = _source_line(call.step, "stop_recording(")
     reason = "not_recorded" if frame else "not_recorded_outside"
     file, line, code = frame or (None, None, None)
     names = ", ".join(s.name for s in statuses)
-    report.findings.insert(
-        0,
+    for status in statuses:
+        status.static, status.measured = Static.CUT, Measured.NONE  # what your own tape measured
+    return [
         Finding(
             op_type="(your tape)",
             op_name=names,
@@ -361,9 +375,8 @@ def _not_recorded(report, call):
             cuts=list(dict.fromkeys(s.owner for s in statuses)),
             rank=Rank.YOUR_TAPE,
         ),
-    )
-    for status in statuses:
-        status.static, status.measured = "cut", "none"  # what your own tape measured
+        *findings,
+    ]
 
 
 def _source_line(function, text):
@@ -379,14 +392,14 @@ def _source_line(function, text):
     return None
 
 
-def _no_silent_cut(report):
-    """A report never says ok while the graph calls a source cut: the first note, or a plain finding."""
-    cut = [s for s in report.sources if s.static == "cut"]
-    if report.findings or not cut:
-        return
+def _no_silent_cut(findings, notes, sources):
+    """(findings, notes), never no finding while the graph calls a source cut: the first note, or a plain finding."""
+    cut = [s for s in sources if s.static == Static.CUT]
+    if findings or not cut:
+        return findings, notes
     owners = list(dict.fromkeys(s.owner for s in cut))
-    if report.notes:
-        finding = report.notes.pop(0)
+    if notes:
+        finding, notes = notes[0], notes[1:]
         finding.cuts = owners
     else:
         finding = Finding(
@@ -397,7 +410,7 @@ def _no_silent_cut(report):
             detail=f"the graph reaches {', '.join(s.label for s in cut)} only through ops that pass no gradient",
             cuts=owners,
         )
-    report.findings.append(finding)
+    return [finding], notes
 
 
 def _name_layers(findings, layers):
@@ -415,8 +428,10 @@ def _name_layers(findings, layers):
 
 def _tape_finding(status, failure):
     """A source the graph passes but the tape does not: it measured None, or raised ``failure``."""
-    reason = "gradient_error" if status.measured == "error" else "measured_none"
-    detail = f"tf.GradientTape raised {failure}" if status.measured == "error" else "tf.GradientTape returned None"
+    reason = "gradient_error" if status.measured == Measured.ERROR else "measured_none"
+    detail = (
+        f"tf.GradientTape raised {failure}" if status.measured == Measured.ERROR else "tf.GradientTape returned None"
+    )
     return Finding(
         op_type="(tape)",
         op_name=status.name,
@@ -444,13 +459,13 @@ def _sum_of_float_outputs(outputs):
 
 
 def _disagree(static, measured):
-    if static == "untraceable":
+    if static == Static.UNTRACEABLE:
         return False
-    return (static == "flowing") != (measured == "flowing")
+    return (static == Static.FLOWING) != (measured == Measured.FLOWING)
 
 
 def _disagreement(status):
-    if status.static == "flowing" and status.measured == "zero":
+    if status.static == Static.FLOWING and status.measured == Measured.ZERO:
         return (
             f"{status.label}: the graph passes a gradient, but on this example it is all zero "
             "(every value on the way is 0, or every ReLU is off, e.g. after a cast that sends everything to 0)"
@@ -463,4 +478,4 @@ def _dead_layers(sources):
     for status in sources:
         if status.kind == "variable" and status.layer:
             layers.setdefault(status.layer, []).append(status)
-    return [name for name, statuses in layers.items() if all(s.static != "flowing" for s in statuses)]
+    return [name for name, statuses in layers.items() if all(s.static != Static.FLOWING for s in statuses)]

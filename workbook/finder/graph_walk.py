@@ -26,7 +26,7 @@ from workbook.finder.gradient_probe import (
 from workbook.finder.graph_program import Program, custom_gradient_type
 from workbook.finder.hints import OP_HINTS, REASONS
 from workbook.finder.layer_causes import made_by_layer
-from workbook.finder.report import Finding, GradientReport, Rank, SourceStatus, untraceable_finding
+from workbook.finder.report import Finding, GradientReport, Rank, SourceStatus, Static, untraceable_finding
 
 
 class Flow(IntEnum):
@@ -137,18 +137,18 @@ def analyse(target, traced=None, layers=()):
 def cut_all(sources):
     """Call every source the graph passes cut: tape.gradient raises, so none gets a gradient, whatever its path."""
     for status in sources:
-        if status.static == "flowing":
-            status.static = "cut"
+        if status.static == Static.FLOWING:
+            status.static = Static.CUT
 
 
 def _add_source_findings(target, sources, walked, findings, notes):
     """A finding for each disconnected source, and for each input that is not a float."""
     for index, status in enumerate(sources):
-        if status.static == "disconnected":
+        if status.static == Static.DISCONNECTED:
             findings.append(_disconnected_finding(*walked, index, status))
-        elif status.static == "not a float":
+        elif status.static == Static.NOT_A_FLOAT:
             # An index or a mask among float inputs is normal; only integers is a mistake.
-            alone = all(s.static == "not a float" for s in sources)
+            alone = all(s.static == Static.NOT_A_FLOAT for s in sources)
             dtype = dict(target.inputs)[status.name].dtype.name
             (findings if alone else notes).append(Finding.not_float(status, dtype))
 
@@ -175,7 +175,7 @@ def _untraceable_report(error, sources):
         ) from error
     finding = untraceable_finding(error, error.__traceback__, [status.label for status in sources])
     for status in sources:
-        status.static = "untraceable"
+        status.static = Static.UNTRACEABLE
     return GradientReport(findings=[finding], notes=[], sources=sources)
 
 
@@ -201,7 +201,7 @@ def _unregistered_report(error, op_type, sources):
         cuts=[status.owner for status in sources],
     )
     for status in sources:
-        status.static = "cut"
+        status.static = Static.CUT
     return GradientReport(findings=[finding], notes=[], sources=sources)
 
 
@@ -213,13 +213,13 @@ def _judge_sources(sources, inputs, source_tensors, state, output_sources):
         if best >= Flow.SHADOW:
             hopeful.add(index)
         if status.kind == "input" and not is_float(inputs[status.name]):
-            status.static = "not a float"
+            status.static = Static.NOT_A_FLOAT
         elif index not in output_sources:
-            status.static = "disconnected"
+            status.static = Static.DISCONNECTED
         elif best == Flow.ALIVE:
-            status.static = "flowing"
+            status.static = Static.FLOWING
         else:
-            status.static = "cut"
+            status.static = Static.CUT
     return hopeful
 
 
@@ -243,7 +243,7 @@ def _disconnected_finding(program, reach, sinks, index, status):
 
 def _findings(program, sources, breaks, hopeful):
     """Sort the candidate breaks into findings, notes and :class:`UncheckedBreak` s."""
-    dead = {index for index, status in enumerate(sources) if status.static != "flowing"}
+    dead = {index for index, status in enumerate(sources) if status.static != Static.FLOWING}
     ranked = sorted(breaks.values(), key=lambda brk: program.order.get(brk.op, 0))
     owners = _owners_of(sources)
     findings, notes, unchecked, covered = _sort_breaks(program, sources, ranked, dead, hopeful, owners)
@@ -275,7 +275,7 @@ def _owners_of(sources):
 def _sort_breaks(program, sources, ranked, dead, hopeful, owners):
     """Each break, in program order, as a finding (it cuts a dead source), a note, or unchecked."""
     findings, notes, unchecked, covered = [], [], [], set()
-    connected = {index for index, status in enumerate(sources) if status.static in ("flowing", "cut")}
+    connected = {index for index, status in enumerate(sources) if status.static in (Static.FLOWING, Static.CUT)}
     for brk in ranked:
         # A deliberate block matters only for sources that no other path could ever reach.
         matters = brk.blocked & (dead - hopeful if brk.deliberate else dead)
@@ -307,7 +307,7 @@ def _raises(brk):
 
 def _index_cut(program, sources, ranked, index):
     """The break that cuts source ``index`` by making an index of it, or None: an integer output first."""
-    if sources[index].static != "cut":
+    if sources[index].static != Static.CUT:
         return None
     blocking = [brk for brk in ranked if index in brk.blocked and brk.reason != "gradient_error"]
     if not blocking:

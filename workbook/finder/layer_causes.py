@@ -50,19 +50,19 @@ def _config(layer):
     return {**config, "name": layer.name}
 
 
-def explain_disconnected(report, layers, changed):
-    """Give each disconnected weight its cause and line, and merge them into one row per layer.
+def explain_disconnected(findings, sources, layers, changed):
+    """``findings`` with each disconnected weight given its cause and line, merged into one row per layer.
 
     ``changed`` lists (layer, attribute, value before, value after) for attributes a
     call of the target rebound.
     """
     by_name = {layer.name: layer for layer in layers}
-    status_of = {status.name: status for status in report.sources}
-    merged, findings = {}, []
-    for finding in report.findings:
+    status_of = {status.name: status for status in sources}
+    merged, kept = {}, []
+    for finding in findings:
         status = status_of.get(finding.op_name)
         if finding.reason != "disconnected" or status is None or status.kind != "variable":
-            findings.append(finding)
+            kept.append(finding)
             continue
         _name_the_cause(finding, by_name.get(status.layer), status, changed)
         key = (status.layer, finding.file, finding.line, finding.hint)
@@ -74,12 +74,12 @@ def explain_disconnected(report, layers, changed):
             f"the output does not depend on {status.name}: "
         )
         merged[key] = finding
-        findings.append(finding)
+        kept.append(finding)
     for finding in merged.values():
         names = finding.op_name
         if names not in finding.detail:
             finding.detail = f"{names}: {finding.detail}"
-    report.findings = findings
+    return kept
 
 
 def _name_the_cause(finding, layer, status, changed):

@@ -135,6 +135,34 @@ def untraceable_finding(error, tb, cuts=()):
     )
 
 
+class Static(str, enum.Enum):
+    """What the traced graph says of one input or variable (``SourceStatus.static``)."""
+
+    UNKNOWN = "unknown"  # not walked yet
+    FLOWING = "flowing"  # a path from it to the output passes a gradient
+    CUT = "cut"  # every path from it goes through an op that passes none
+    DISCONNECTED = "disconnected"  # no path from it to the output at all
+    NOT_A_FLOAT = "not a float"  # an input of an integer or boolean dtype: it has no gradient
+    UNTRACEABLE = "untraceable"  # the target could not be traced into a graph
+
+    # Shown as its word wherever it is printed (the report's text and tables, a list of verdicts),
+    # as the plain strings it replaces were; and equal to them.
+    __str__, __repr__, __format__ = str.__str__, str.__repr__, str.__format__
+
+
+class Measured(str, enum.Enum):
+    """What ``tf.GradientTape`` measured for one input or variable on the example (``SourceStatus.measured``)."""
+
+    UNKNOWN = "unknown"  # not measured yet
+    NOT_MEASURED = "not measured"  # no measurement: the call failed, or gave no float output
+    FLOWING = "flowing"  # a gradient with an entry that is not 0
+    ZERO = "zero"  # a gradient, all 0 on this example
+    NONE = "none"  # no gradient: the tape returned None
+    ERROR = "error"  # building the gradient raised
+
+    __str__, __repr__, __format__ = str.__str__, str.__repr__, str.__format__
+
+
 @dataclass
 class SourceStatus:
     """One input or trainable variable: does the gradient reach it?"""
@@ -143,8 +171,8 @@ class SourceStatus:
     name: str
     kind: str
     layer: str = None
-    static: str = "unknown"  # flowing, cut, disconnected, untraceable
-    measured: str = "unknown"  # flowing, zero, none
+    static: Static = Static.UNKNOWN
+    measured: Measured = Measured.UNKNOWN
 
     @property
     def label(self):
