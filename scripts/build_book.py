@@ -35,6 +35,7 @@ import time
 import nbformat
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # also when this file is loaded by benchmarks/book_build.py
 from notebook_runner import (  # noqa: E402  (beside this script)
     EXPECTED_ERRORS,
     REDUCED_PARAMETERS,

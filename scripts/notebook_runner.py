@@ -14,7 +14,7 @@ every stderr line a student sees in red.
 
 Why not a library: the runner is nbclient, as papermill and nbmake are; nbmake starts its
 kernels from the pytest process (so with ``PYTEST_*`` set), and papermill stops at a
-notebook's first error and injects every parameter it is given, where these tests want every
+notebook's first error and injects every parameter it is given, where the tests want every
 error of a run and only the knobs a notebook has.
 """
 

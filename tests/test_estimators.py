@@ -359,7 +359,7 @@ def test_disarm_is_refused_for_categorical_latents_and_other_sample_counts():
         DiscreteBottleneck("categorical", "disarm")
     with pytest.raises(ValueError, match=r"samples=3 must be None \(or 2\): DisARM draws exactly one antithetic pair"):
         sample_latent(np.zeros(3), "bernoulli", "disarm", samples=3)
-    with pytest.raises(ValueError, match="latent='categorical' must be 'bernoulli' with estimator='disarm'"):
+    with pytest.raises(ValueError, match="problem.latent='categorical' must be 'bernoulli' with estimator='disarm'"):
         measure_bias_and_variance("disarm", make_problem("categorical", n_latents=2))
 
 

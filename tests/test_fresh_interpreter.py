@@ -11,7 +11,9 @@ In order:
 3. importing every module below the display (pyproject.toml's contracts, read in
    tests/test_module_layers.py) loads none of the workbook's display modules, and nothing of
    the course;
-4. every public name of ``import workbook`` resolves.
+4. every public name of ``import workbook`` resolves (after the steps above have loaded much of
+   the package: an interpreter of its own for this would cost another import of TensorFlow; no
+   module reaches a name through the root's lazy loading, tests/test_module_layers.py).
 """
 
 import json

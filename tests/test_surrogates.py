@@ -201,7 +201,7 @@ def test_true_derivative_is_what_autodiff_of_the_forward_alone_gives():
 def test_with_params_refuses_unknown_names_and_bad_values():
     with pytest.raises(ValueError, match="alpha"):
         SURROGATES["step_atan"].with_params(beta=3)
-    with pytest.raises(ValueError, match="no parameter 'clip'.*none"):
+    with pytest.raises(ValueError, match="parameter='clip' must be left out: it has no parameters"):
         SURROGATES["sign_ste"].with_params(clip=1)
     for bad in (-1, 0, float("nan"), "2", True):
         with pytest.raises(ValueError, match="slope"):

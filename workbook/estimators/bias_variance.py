@@ -463,7 +463,7 @@ def measure_bias_and_variance(
     check_seed(seed, owner="measure_bias_and_variance")
     problem = make_problem() if problem is None else problem
     check_measurement(n_samples, baseline_decay, baseline, problem)
-    check_estimator(estimator, problem.latent, owner="measure_bias_and_variance")
+    check_estimator(estimator, problem.latent, owner="measure_bias_and_variance", latent_name="problem.latent")
     if samples is not None:
         check_samples(samples, "score_function_loo", owner="measure_bias_and_variance")
     gradients = single_sample_gradients(

@@ -93,19 +93,22 @@ DEFAULT_TAU_MIN = 0.5
 _EPSILON = 1e-7
 
 
-def check_estimator(estimator, latent="bernoulli", owner="sample_latent"):
-    """Raise a ValueError naming the argument unless both names are known."""
+def check_estimator(estimator, latent="bernoulli", owner="sample_latent", latent_name="latent"):
+    """Raise a ValueError naming the argument unless both names are known.
+
+    ``latent_name`` is where the latent was given (``problem.latent`` when it came with a problem).
+    """
     if estimator not in ESTIMATORS:
         refuse("estimator", estimator, f"one of {', '.join(map(repr, ESTIMATORS))}", owner)
     if latent not in LATENTS:
         allowed = "'bernoulli' (one bit per logit) or 'categorical' (one class along the last axis)"
-        refuse("latent", latent, allowed, owner)
+        refuse(latent_name, latent, allowed, owner)
     if estimator in BERNOULLI_ONLY and latent != "bernoulli":
         allowed = (
             f"'bernoulli' with estimator={estimator!r}: DisARM is for Bernoulli latents only; "
             "use latent='bernoulli', or estimator='score_function_loo' for a categorical latent"
         )
-        refuse("latent", latent, allowed, owner)
+        refuse(latent_name, latent, allowed, owner)
 
 
 def check_tau(tau, owner="sample_latent"):

@@ -50,10 +50,7 @@ def autoencoder(bottleneck=None, **options):
     """
     unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
     if unknown:
-        others = f" (nor {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else ""
-        known = ", ".join(map(repr, DEFAULT_OPTIONS))
-        allowed = f"left out: it has no option {unknown[0]!r}{others}; its options are {known}"
-        refuse(unknown[0], options[unknown[0]], allowed, "autoencoder")
+        refuse("option", unknown[0], f"one of {', '.join(map(repr, DEFAULT_OPTIONS))}", "autoencoder")
     settings = {**DEFAULT_OPTIONS, **options}
     learning_rate, seed = settings["learning_rate"], settings["seed"]
     if not is_number(learning_rate, low=0, include_low=False):
@@ -126,7 +123,9 @@ def bottleneck_layer(bottleneck):
         # Without an explicit shape Keras calls the function on a symbolic
         # tensor to infer it, which fails for some student functions.
         return keras.layers.Lambda(bottleneck, output_shape=BOTTLENECK_SHAPE, name="bottleneck")
-    allowed = f"an accepted kind of bottleneck, not a {type(bottleneck).__name__}. Accepted: {ACCEPTED_BOTTLENECKS}"
+    allowed = (
+        f"an accepted kind of bottleneck, not of type {type(bottleneck).__name__}. Accepted: {ACCEPTED_BOTTLENECKS}"
+    )
     refuse("bottleneck", bottleneck, allowed)
 
 

@@ -135,8 +135,8 @@ class SurrogateGradient:
         checked, owner = dict(self.params), f"surrogate {self.name!r}"
         for key, value in params.items():
             if key not in self._spec:
-                known = ", ".join(sorted(self._spec)) or "none"
-                refuse(key, value, f"left out: it has no parameter {key!r}; its parameters are: {known}", owner)
+                known = ", ".join(map(repr, sorted(self._spec)))
+                refuse("parameter", key, f"one of {known}" if known else "left out: it has no parameters", owner)
             checked[key] = self._spec[key].check(owner, key, value)
         # A shallow copy shares the functions, formulas and parameter specs, which never change; it is
         # not dataclasses.replace because the constructor checks a student's functions, and forward and
