@@ -247,13 +247,18 @@ CELLS = {
                           "stderr": len(written.stderr)}))
     """,
     "look-alikes": f"""
-        _ = os.write(2, {LOOK_ALIKES[0]!r}.encode() + b"\\n")
-        # One write per line: print() writes the text and its newline apart, and the kernel
-        # may put a line from file descriptor 2 between the two (ipykernel 6 at the oldest end).
-        _ = sys.stderr.write({LOOK_ALIKES[1]!r} + "\\n")
-        sys.stderr.flush()
-        code = "import sys\\nsys.stderr.write(" + repr({LOOK_ALIKES[2]!r} + "\\n") + ")"
-        _ = subprocess.run([sys.executable, "-c", code])
+        SEEN.clear()
+        with watching():
+            _ = os.write(2, {LOOK_ALIKES[0]!r}.encode() + b"\\n")
+            # One write per line: print() writes the text and its newline apart, and the kernel
+            # may put a line from file descriptor 2 between the two (ipykernel 6 at the oldest end).
+            _ = sys.stderr.write({LOOK_ALIKES[1]!r} + "\\n")
+            sys.stderr.flush()
+            code = "import sys\\nsys.stderr.write(" + repr({LOOK_ALIKES[2]!r} + "\\n") + ")"
+            _ = subprocess.run([sys.executable, "-c", code])
+            # The child's line reaches the kernel's reader thread, which on a busy machine can lag
+            # behind the cell: the cell ends once the kernel has passed it on, as a person would wait.
+            _ = arrived({LOOK_ALIKES[2]!r} + "\\n")
     """,
     "crashes during the import": """
         report = {}
