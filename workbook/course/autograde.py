@@ -164,11 +164,11 @@ class GuardedExecute(Execute):
 
     def _bound(self, box):
         """Give ``box`` its limits; the log says which this machine cannot give, and why."""
-        files = self.max_disk_bytes + sum(TMPFS_BYTES.values())  # all of it memory, charged to the box
-        if files >= self.max_memory_bytes // 2:
+        temporary = sum(TMPFS_BYTES.values())
+        if self.max_disk_bytes + temporary >= self.max_memory_bytes // 2:  # all of it memory, charged to the box
             allowed = (
-                f"below {self.max_memory_bytes // 2 - sum(TMPFS_BYTES.values()):,}, so that with the kernel's "
-                f"temporary folders ({sum(TMPFS_BYTES.values()):,} bytes) it stays below half of "
+                f"below {self.max_memory_bytes // 2 - temporary:,}, so that with the kernel's "
+                f"temporary folders ({temporary:,} bytes) it stays below half of "
                 f"c.GuardedExecute.max_memory_bytes={self.max_memory_bytes:,}, or a kernel that fills its files "
                 "is killed for memory before it is told its disk is full"
             )
