@@ -1,14 +1,14 @@
 """Grading assignment 05 the way a JupyterHub grades it, against honest and dishonest work.
 
-The instructor releases the (turned-down) assignment into an exchange folder through
-nbgrader's command line; each student fetches it in a home of their own, answers, and
-submits, and the instructor collects, through nbgrader's own exchange classes in this process
-(as those commands run them, without seconds of start-up each); the instructor autogrades the
-class of 31 two submissions at a time (``python -m workbook.course.grade_class``, one
-``nbgrader autograde`` command line each), generates feedback and exports the grades, in
-subprocesses whose environment a hub would give them (a fresh home, no PYTEST_* or TF_*
-variables; under pytest, ipykernel hides the kernel's stderr, which nbgrader counts against a
-cell). One class is graded per test run and shared by the tests below.
+The instructor generates and releases the (turned-down) assignment into an exchange folder;
+each student fetches it in a home of their own, answers, and submits; the instructor collects,
+generates feedback and exports the grades: all through nbgrader's own classes in this process
+(as those commands run them, without seconds of start-up each). The class of 31 is autograded
+through the command line, two submissions at a time (``python -m workbook.course.grade_class``:
+each attack beside an honest classmate, each in an ``nbgrader autograde`` of its own, then the
+rest of the class in two), in subprocesses whose environment a hub would give them (a fresh
+home, no PYTEST_* or TF_* variables; under pytest, ipykernel hides the kernel's stderr, which
+nbgrader counts against a cell). One class is graded per test run and shared by the tests below.
 
 Expected scores are the points of the honest work in each submission, written out here
 from the assignment's rules, never read from the grader. Every dishonest submission is
@@ -16,6 +16,7 @@ one of the attacks a strong student tried (and variations): each earns nothing b
 honest work, and the honest students graded beside it keep their grades.
 """
 
+import contextlib
 import csv
 import json
 import os
@@ -30,7 +31,7 @@ import time
 
 import nbformat
 import pytest
-from notebook_runner import NOTEBOOKS, clean_environment, reduced_notebook, run_nbgrader
+from notebook_runner import NOTEBOOKS, clean_environment, reduced_notebook
 from test_assignments import ASSIGNMENT_POINTS as POINTS
 
 from workbook.course.grading import ANSWER_KEY
@@ -542,6 +543,48 @@ def instructor_collect(course, exchange, assignment):
     ExchangeCollect(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
 
 
+def instructor_api(course):
+    """nbgrader's own API for the instructor's commands, configured from ``course``'s nbgrader_config.py.
+
+    In this process, as ``nbgrader generate_assignment``, ``release_assignment`` or
+    ``generate_feedback`` run in ``course`` read it (each command line costs seconds of start-up).
+    """
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", str(course)).load_config()
+    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+
+def succeeded(result):
+    """What an :class:`NbGraderAPI` call returned, once it says it succeeded."""
+    assert result["success"], f"{result.get('error')}\n{result.get('log')}"
+    return result
+
+
+@contextlib.contextmanager
+def nbgraders_path():
+    """PATH with this Python's scripts first while nbgrader runs here: it starts ``alembic`` to make the gradebook."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+        yield
+
+
+def instructor_export(course):
+    """``nbgrader export`` in ``course``: its plugin (nbgrader_config.py's) writes grades.csv from the gradebook."""
+    from nbgrader.api import Gradebook
+    from nbgrader.apps.exportapp import ExportApp
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", str(course)).load_config()
+    plugin = config.ExportApp.get("plugin_class", ExportApp.class_traits()["plugin_class"].default())
+    coursedir = CourseDirectory(config=config)
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        plugin(config=config, to=str(course / "grades.csv")).export(gradebook)
+
+
 def per_box_limits_missing():
     """Why this machine gives the grader no per-box task, memory or disk limits (None if it gives all three)."""
     from workbook.course.sandbox import Box
@@ -614,8 +657,9 @@ def hub(tmp_path_factory, request):
     for assignment in (ASSIGNMENT, *OTHER_ASSIGNMENTS):
         (course / "source" / assignment).mkdir(parents=True)
         nbformat.write(source, course / "source" / assignment / NOTEBOOK)
-        run_nbgrader(course, instructor, "generate_assignment", assignment, "--force")
-        run_nbgrader(course, instructor, "release_assignment", assignment)
+        with nbgraders_path():
+            succeeded(instructor_api(course).generate_assignment(assignment, force=True))
+            succeeded(instructor_api(course).release_assignment(assignment))
     source_bytes = (course / "source" / ASSIGNMENT / NOTEBOOK).read_bytes()
     workbook_bytes = (ROOT / "workbook" / "course" / "verdicts.py").read_bytes()
     solutions = {nbgrader_meta(c)["grade_id"]: c for c in source.cells if nbgrader_meta(c).get("solution")}
@@ -681,8 +725,9 @@ def hub(tmp_path_factory, request):
         others[assignment] = grade_class(
             course, assignment, workers=1, extra=["--force"], env=instructor, log=lambda line: None
         )
-    feedback = run_nbgrader(course, instructor, "generate_feedback", ASSIGNMENT, "--force", check=False)
-    run_nbgrader(course, instructor, "export")
+    with nbgraders_path():
+        feedback = instructor_api(course).generate_feedback(ASSIGNMENT, force=True)  # the broken file has none
+        instructor_export(course)
     with open(course / "grades.csv", newline="") as file:
         every_row = {(row["assignment"], row["student_id"]): row for row in csv.DictReader(file)}
     rows = {student: row for (assignment, student), row in every_row.items() if assignment == ASSIGNMENT}
@@ -1183,6 +1228,33 @@ def test_each_verdict_stands_alone_a_malformed_record_fails_only_its_own_part(tm
     }, verdicts
     assert "67,108,864 values" in verdicts["a_gradient"][1]
     assert "nested too deep" in verdicts["b_culprit"][1]
+
+
+@pytest.mark.slow
+def test_one_verdict_process_judges_each_submission_as_a_process_of_its_own_would(tmp_path, monkeypatch):
+    # The grader's process judges submission after another; the answer key run once per
+    # submission (python -I KEY PROBE ARTIFACTS, nothing judged before it) is the reference.
+    from workbook.course import grading
+
+    submissions = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        submissions.append(record_formula_answers(tmp_path / name, monkeypatch))
+    (submissions[1][1] / "a_gradient.npz").write_text("not an array file")  # the second fails (a)'s gradient
+    key = str(ROOT / "course" / ANSWER_KEY)
+    alone = []
+    for probe, artifacts in submissions:
+        command = [sys.executable, "-I", key, str(probe), str(artifacts), "--training-seconds", "10"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        alone.append({grade_id: tuple(verdict) for grade_id, verdict in json.loads(result.stdout).items()})
+    assert alone[0] != alone[1]
+    in_turn = [grading.run_verdicts(key, *submissions[index % 2], 10.0) for index in range(3)]
+    assert in_turn == [alone[0], alone[1], alone[0]]
+    process = grading._VERDICT_PROCESSES[key].process
+    process.stdin.close()  # as when the grader ends, however it ends: the process ends by itself
+    assert process.wait(timeout=120) == 0
+    grading._end_verdict_processes()
 
 
 def test_a_part_the_grader_cannot_judge_is_left_for_manual_grading_not_failed(tmp_path, monkeypatch):

@@ -1,11 +1,14 @@
 """Autograde a whole class, several submissions at once, each in its own sandboxed kernel.
 
 Introduced in course/README.md; needs nbgrader. nbgrader's ``autograde`` grades one
-submission after another; this runs one ``nbgrader autograde ASSIGNMENT --student=ID``
-per submission, ``--workers`` of them at a time, from the course folder. Each is an
-ordinary nbgrader run (the course's ``nbgrader_config.py``, its own sandbox, its own
-kernel), and each writes only its own student's rows of the gradebook, in SQLite
-transactions that wait for one another (the course's ``db_url`` sets the wait).
+submission after another; this splits the class into ``--workers`` shares and runs one
+``nbgrader autograde ASSIGNMENT`` per share, side by side, from the course folder. Each is an
+ordinary nbgrader run (the course's ``nbgrader_config.py``, a sandbox and a kernel of its own
+for each submission) that grades its share in turn, so nbgrader and the grader's verdict
+process start once per share, not once per submission. Each run writes only its own
+students' rows of the gradebook, in SQLite transactions that wait for one another (the
+course's ``db_url`` sets the wait). Each student's part of the log, and whether their
+submission failed, are read from the lines nbgrader writes for them.
 
     python -m workbook.course.grade_class 05_assignment_quantized_autoencoder --workers 4 [--force]
 """
@@ -14,11 +17,12 @@ import argparse
 import concurrent.futures
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
 
-from workbook.core.arguments import refuse
+from workbook.core.arguments import check_count, refuse
 
 __all__ = ["grade_class", "submitted_students"]
 
@@ -31,31 +35,87 @@ def submitted_students(course, assignment):
 
 
 def grade_class(course, assignment, students=None, workers=2, extra=(), env=None, log=print):
-    """Autograde each student's submission, ``workers`` at a time; {student: (return code, seconds, output)}."""
-    if not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
-        refuse("workers", workers, "a whole number of at least 1")
-    students = submitted_students(course, assignment) if students is None else list(students)
+    """Autograde each student's submission, in ``workers`` nbgrader runs side by side.
 
-    def one(student):
-        started = time.perf_counter()
-        result = subprocess.run(
-            [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", *extra],
-            cwd=course,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        return result.returncode, time.perf_counter() - started, result.stdout + result.stderr
+    Returns {student: (return code, seconds, output)}: the student's own lines of their run's
+    log (with the run's opening lines), the seconds from their first line to the next
+    student's, and 1 for a submission nbgrader reports it could not process.
+    """
+    check_count("workers", workers, owner="grade_class")
+    submitted = submitted_students(course, assignment)
+    students = _chosen(students, submitted, course)
+    shares = [share for share in (students[index::workers] for index in range(workers)) if share]
+
+    def one(share):
+        command = _autograde_command(assignment, share, submitted, extra)
+        with subprocess.Popen(
+            command, cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as process:
+            lines = [(time.perf_counter(), line) for line in process.stdout]
+            code = process.wait()
+        return _by_student(share, assignment, lines, code, time.perf_counter())
 
     results = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(one, student): student for student in students}
-        for future in concurrent.futures.as_completed(futures):
-            student = futures[future]
-            results[student] = future.result()
-            code, seconds, _ = results[student]
-            log(f"{student}: {'graded' if code == 0 else 'FAILED (see its log)'} in {seconds:.0f} s")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(shares) or 1) as pool:
+        for future in concurrent.futures.as_completed([pool.submit(one, share) for share in shares]):
+            results.update(future.result())
+            for student, (code, seconds, _) in future.result().items():
+                log(f"{student}: {'graded' if code == 0 else 'FAILED (see its log)'} in {seconds:.0f} s")
     return results
+
+
+def _chosen(students, submitted, course):
+    """``students`` sorted (every submitted one if None); a student without a submission is refused."""
+    chosen = submitted if students is None else sorted(set(students))
+    missing = [student for student in chosen if student not in submitted]
+    if missing:
+        refuse("students", missing, f"students with a submission in {os.path.join(course, 'submitted')}", "grade_class")
+    return chosen
+
+
+def _autograde_command(assignment, share, submitted, extra):
+    """``nbgrader autograde`` of ``share``: nbgrader takes one student, a glob, or everyone but a list."""
+    if len(share) == 1:
+        chosen = f"--student={share[0]}"
+    else:
+        chosen = f"--CourseDirectory.student_id_exclude={','.join(s for s in submitted if s not in share)}"
+    return [sys.executable, "-m", "nbgrader", "autograde", assignment, chosen, *extra]
+
+
+def _by_student(share, assignment, lines, code, ended):
+    """{student: (code, seconds, output)} from one run's timed lines, which take its students in turn."""
+    opening, parts, starts, failed = _split(share, assignment, lines)
+    results = {}
+    for student in share:
+        later = [start for start in starts.values() if start > starts.get(student, ended)]
+        seconds = min(later, default=ended) - starts[student] if student in starts else 0.0
+        # A run that failed as a whole (its configuration, the gradebook) failed each of its students.
+        own = 1 if student in failed else (code if code and not failed else 0)
+        results[student] = (own, seconds, "".join(opening + parts[student]))
+    return results
+
+
+def _split(share, assignment, lines):
+    """(opening lines, {student: their lines}, {student: when their first line came}, the failed students)."""
+    names = "|".join(re.escape(student) for student in share)
+    # nbgrader names a submission by its folders (submitted/<id>/<assignment>, autograded/...) or
+    # its id: first as it removes an earlier grading, copies a file or adds the student; at the
+    # end of the run, it lists each submission it could not process.
+    mentions = re.compile(rf"[/\\]({names})[/\\]{re.escape(assignment)}\b|student with ID '({names})'")
+    failure = re.compile(rf"error processing assignment '{re.escape(assignment)}' for student '({names})'")
+    opening, parts, starts, failed, current = [], {student: [] for student in share}, {}, set(), None
+    for arrived, line in lines:
+        failing = failure.search(line)
+        if failing:
+            failed.add(failing.group(1))
+            parts[failing.group(1)].append(line)
+            continue
+        found = mentions.search(line)
+        student = found and (found.group(1) or found.group(2))
+        if student and student not in starts:
+            current, starts[student] = student, arrived
+        (parts[current] if current else opening).append(line)
+    return opening, parts, starts, failed
 
 
 def main(argv=None):

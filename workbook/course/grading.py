@@ -222,34 +222,110 @@ def _parents(folder):
 
 
 def run_verdicts(answer_key, probe, artifacts, training_seconds=None, grade_ids=None, timeout=600):
-    """{grade_id: (passed, message)} from ``python -I ANSWER_KEY``, in a clean environment.
+    """{grade_id: (passed, message)} from ``python -I ANSWER_KEY --serve``, in a clean environment.
 
     Introduced in course/README.md. The process is this Python in isolated mode (no
     import path from the environment or the working folder, no user site-packages),
-    started in an empty folder with an environment of its own. ``passed`` is None for a
-    part the grader could not judge; a process that fails as a whole raises RuntimeError.
+    started in an empty folder with an environment of its own. It is started once per
+    answer key and judges one submission after another (each from its own files alone),
+    so a grader that grades several submissions starts TensorFlow for the verdicts once;
+    it ends with the grader, or when its input ends. ``passed`` is None for a part the
+    grader could not judge; a judgement that fails as a whole raises RuntimeError, and the
+    next starts a new process.
     """
-    command = [sys.executable, "-I", os.path.abspath(answer_key), str(probe), str(artifacts)]
-    if training_seconds is not None:
-        command += ["--training-seconds", repr(float(training_seconds))]
-    for grade_id in grade_ids or ():
-        command += ["--grade-id", grade_id]
-    with tempfile.TemporaryDirectory(prefix="workbook-verdicts-") as empty:
+    request = {
+        "probe": os.path.abspath(probe),
+        "artifacts": os.path.abspath(artifacts),
+        "training_seconds": None if training_seconds is None else float(training_seconds),
+        "grade_ids": list(grade_ids or spec.JUDGED),
+    }
+    path = os.path.abspath(answer_key)
+    process = _VERDICT_PROCESSES.get(path)
+    if process is None or not process.alive():
+        if not _VERDICT_PROCESSES:
+            atexit.register(_end_verdict_processes)
+        process = _VERDICT_PROCESSES[path] = _VerdictProcess(path)
+    try:
+        reply = process.ask(request, timeout)
+    except RuntimeError:
+        _VERDICT_PROCESSES.pop(path).end()
+        raise
+    return {grade_id: tuple(verdict) for grade_id, verdict in reply.items()}
+
+
+_VERDICT_PROCESSES = {}  # answer key's path -> its _VerdictProcess, in this grader
+
+
+def _end_verdict_processes():
+    while _VERDICT_PROCESSES:
+        _VERDICT_PROCESSES.popitem()[1].end()
+
+
+class _VerdictProcess:
+    """``python -I ANSWER_KEY --serve``: one request (a JSON line) in, its verdicts (a JSON line) out."""
+
+    def __init__(self, answer_key):
+        self.folder = tempfile.mkdtemp(prefix="workbook-verdicts-")
         env = {
             "PATH": "/usr/bin:/bin",
-            "HOME": empty,
-            "KERAS_HOME": os.path.join(empty, "keras"),
-            "MPLCONFIGDIR": os.path.join(empty, "matplotlib"),
+            "HOME": self.folder,
+            "KERAS_HOME": os.path.join(self.folder, "keras"),
+            "MPLCONFIGDIR": os.path.join(self.folder, "matplotlib"),
             "TF_CPP_MIN_LOG_LEVEL": "3",
             "TF_ENABLE_ONEDNN_OPTS": "0",
             "CUDA_VISIBLE_DEVICES": "",
             "LANG": "C.UTF-8",
         }
-        result = subprocess.run(command, cwd=empty, env=env, capture_output=True, text=True, timeout=timeout)
-    lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines:
-        raise RuntimeError(f"the verdict process failed ({result.returncode}):\n{result.stderr[-3000:]}")
-    return {grade_id: tuple(verdict) for grade_id, verdict in json.loads(lines[-1]).items()}
+        self.errors = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the process; end() closes it)
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", answer_key, "--serve"],
+            cwd=self.folder,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+            text=True,
+        )
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def ask(self, request, timeout):
+        """The verdicts the process replies to ``request``; RuntimeError if it fails or takes over ``timeout`` s."""
+        import concurrent.futures
+
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except OSError:
+            pass  # it has ended: its reply is empty, and its error output says why
+        with concurrent.futures.ThreadPoolExecutor(1) as reader:
+            line = reader.submit(self.process.stdout.readline)
+            try:
+                reply = json.loads(line.result(timeout=timeout) or "null")
+            except concurrent.futures.TimeoutError:
+                self.process.kill()
+                raise RuntimeError(f"the verdict process gave no verdict in {timeout} s") from None
+        if not isinstance(reply, dict) or "verdicts" not in reply:
+            why = reply.get("failed") if isinstance(reply, dict) else None
+            raise RuntimeError(f"the verdict process failed ({self.process.poll()}):\n{why or self._error_output()}")
+        return reply["verdicts"]
+
+    def _error_output(self):
+        self.errors.seek(0)
+        return self.errors.read()[-3000:].decode(errors="replace")
+
+    def end(self):
+        """Close its input (it ends when its current judgement does); stop it after a minute."""
+        try:
+            self.process.stdin.close()
+            self.process.wait(60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+        self.errors.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def cell_timeout(cell):

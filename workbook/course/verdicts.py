@@ -2,15 +2,18 @@
 
 Introduced in course/README.md. This module holds no answer: the references that are answers
 (part (a)'s quantizer, part (b)'s culprit) live in the answer key, a file of the course folder
-that the grader runs as ``python -I answer_key_05.py PROBE ARTIFACTS``
+that the grader runs as ``python -I answer_key_05.py --serve``
 (:func:`workbook.course.grading.run_verdicts`) and that calls :func:`main` with them, in an
-empty folder with an environment of its own, after the student's kernel has ended. Nothing of
-the kernel reaches this process but the files it recorded, read as data: no pickles, no code,
-no links, and every size bounded before it is read (an array's header before its values).
+empty folder with an environment of its own; it is asked for the verdicts on each submission
+after that submission's kernel has ended (``python -I answer_key_05.py PROBE ARTIFACTS`` judges
+one). Nothing of a kernel reaches this process but the files it recorded, read as data: no
+pickles, no code, no links, and every size bounded before it is read (an array's header before
+its values).
 
 Each verdict stands alone: a record that cannot be read fails its own part, and says why; a
 part the grader itself could not judge is ``None`` (needs manual grading), never a fail.
-Prints one line of JSON, ``{grade_id: [passed, message]}``; a message never gives an answer.
+Prints one line of JSON per submission, ``{grade_id: [passed, message]}``; a message never
+gives an answer.
 """
 
 import argparse
@@ -29,7 +32,7 @@ import numpy as np
 from workbook.course.grading import CODE_SHAPE, N_POINTS
 from workbook.lab import assignment_spec as spec
 
-__all__ = ["AnswerKey", "judge", "main", "MAX_ARTIFACT_BYTES"]
+__all__ = ["AnswerKey", "judge", "serve", "main", "MAX_ARTIFACT_BYTES"]
 
 #: The answers the grader compares with: ``quantizer``, part (a)'s (a function of one tensor),
 #: and ``culprit``, part (b)'s (op, variable), lower case. Only the answer key builds one.
@@ -334,13 +337,48 @@ def judge(probe_path, folder, key, training_seconds=None, grade_ids=spec.JUDGED)
     return verdicts
 
 
+def serve(key, requests=None, replies=None):
+    """Judge one request per line of ``requests`` (stdin), each reply a line of ``replies`` (stdout).
+
+    Introduced in course/README.md: the grader's verdict process
+    (:func:`workbook.course.grading.run_verdicts`), which judges one submission after another
+    until its input ends. A request is ``{"probe", "artifacts", "training_seconds", "grade_ids"}``;
+    the reply is ``{"verdicts": ...}`` as :func:`judge` returns them, or ``{"failed": why}``.
+    Each judgement starts from a cleared Keras session, so none depends on the one before.
+    """
+    import keras
+
+    requests, replies = requests or sys.stdin, replies or sys.stdout
+    for line in requests:
+        try:
+            request = json.loads(line)
+            grade_ids = [grade_id for grade_id in request["grade_ids"] if grade_id in spec.JUDGED]
+            verdicts = judge(request["probe"], request["artifacts"], key, request["training_seconds"], grade_ids)
+            reply = {"verdicts": verdicts}
+        except Exception as error:
+            reply = {"failed": f"{type(error).__name__}: {error}"[:3000]}
+        finally:
+            keras.backend.clear_session()
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
+
+
 def main(key, argv=None):
-    """The answer key's command line: judge what the hidden tests recorded, print the verdicts as JSON."""
+    """The answer key's command line: judge what the hidden tests recorded, print the verdicts as JSON.
+
+    ``--serve``: judge one request after another, read from stdin (:func:`serve`).
+    """
     parser = argparse.ArgumentParser(description="Judge what assignment 05's hidden tests recorded.")
-    parser.add_argument("probe")
-    parser.add_argument("artifacts")
+    parser.add_argument("probe", nargs="?")
+    parser.add_argument("artifacts", nargs="?")
     parser.add_argument("--training-seconds", type=float, default=None)
     parser.add_argument("--grade-id", action="append", choices=spec.JUDGED)
+    parser.add_argument("--serve", action="store_true", help="judge the requests read from stdin, one per line")
     args = parser.parse_args(argv)
+    if args.serve:
+        serve(key)
+        return
+    if args.probe is None or args.artifacts is None:
+        parser.error("PROBE and ARTIFACTS are needed (or --serve)")
     verdicts = judge(args.probe, args.artifacts, key, args.training_seconds, args.grade_id or spec.JUDGED)
     sys.stdout.write(json.dumps(verdicts) + "\n")
