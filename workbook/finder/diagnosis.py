@@ -25,10 +25,12 @@ from workbook.core.internals import (
     restore_layer_attributes,
 )
 from workbook.finder.gradient_probe import RUN_TIME_GRADIENT_OPS
-from workbook.finder.graph_walk import Traced, analyse, cut_all, tf_variable
+from workbook.finder.graph_walk import analyse, cut_all
 from workbook.finder.layer_causes import explain_disconnected, layer_of_op
+from workbook.finder.reach import tf_variable
 from workbook.finder.report import REASONS, Finding, GradientReport, Measured, Rank, Static
 from workbook.finder.targets import all_layers, changed_attributes, prepare, stateful_variables
+from workbook.finder.tracing import Traced
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 

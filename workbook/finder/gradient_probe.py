@@ -1,6 +1,6 @@
 """Ask TensorFlow's registered gradient function of one op which of its inputs get a gradient.
 
-Introduced in 03_finding_gradient_killers.ipynb. The walk of :mod:`workbook.finder.graph_walk`
+Introduced in 03_finding_gradient_killers.ipynb. The walk of :mod:`workbook.finder.backward_walk`
 calls this for every op on the way back from the output: it feeds ones to the op's
 outputs that carry a gradient and looks at what the gradient function gives each input:
 nothing (``None``), a constant zero, or something computed from those ones.

@@ -283,3 +283,14 @@ CAUSES = {
         hint="Use it in call(), or do not create it (or create it with trainable=False).",
     ),
 }
+
+#: Appended to the detail of an op with no gradient registered that the gradient reaches.
+RAISES_DETAIL = (
+    ": tape.gradient raises LookupError as soon as the gradient reaches it, so fit stops there "
+    "and no input or weight gets a gradient, even where another path would pass one"
+)
+#: The detail of a tf.py_function whose Python function leaves TensorFlow.
+PY_FUNCTION_DETAIL = (
+    "the Python function inside tf.py_function computes with NumPy (.numpy(), np.*): the tape that "
+    "runs it records no way back, so TensorFlow gives this input a scalar 0 in place of its gradient"
+)
