@@ -1257,6 +1257,16 @@ def test_one_verdict_process_judges_each_submission_as_a_process_of_its_own_woul
     grading._end_verdict_processes()
 
 
+def test_grade_class_refuses_no_workers_and_a_student_without_a_submission_by_name(tmp_path):
+    from workbook.course.grade_class import grade_class
+
+    (tmp_path / "submitted" / "ann" / ASSIGNMENT).mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"workers=0 .*whole number of at least 1"):
+        grade_class(tmp_path, ASSIGNMENT, workers=0)
+    with pytest.raises(ValueError, match=r"students=\['bob'\] .*students with a submission in"):
+        grade_class(tmp_path, ASSIGNMENT, ["ann", "bob"])
+
+
 def test_a_part_the_grader_cannot_judge_is_left_for_manual_grading_not_failed(tmp_path, monkeypatch):
     from workbook.course import verdicts
 
