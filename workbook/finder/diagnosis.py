@@ -26,6 +26,13 @@ from workbook.core.internals import (
 )
 from workbook.finder.gradient_probe import RUN_TIME_GRADIENT_OPS
 from workbook.finder.graph_walk import analyse, cut_all
+from workbook.finder.hints import (
+    ALL_ZERO,
+    DISAGREEMENT,
+    TAPE_FAILED_BEHIND,
+    UNEXPLAINED_CUT,
+    YOUR_TAPE_NONE,
+)
 from workbook.finder.layer_causes import explain_disconnected, layer_of_op
 from workbook.finder.reach import tf_variable
 from workbook.finder.report import REASONS, Finding, GradientReport, Measured, Rank, Static
@@ -320,7 +327,7 @@ def _failed_behind_a_py_function(findings, notes, sources, failure):
     findings, notes = _made_a_finding(culprit, findings, notes)  # a note beside another path, yet the tape fails
     culprit.rank = Rank.RAISES
     culprit.cuts = list(dict.fromkeys(culprit.cuts + [status.owner for status in failed]))
-    culprit.detail += f"; the gradient ops behind it then fail on that 0, and tf.GradientTape raised {failure}"
+    culprit.detail += TAPE_FAILED_BEHIND.format(failure=failure)
     cut_all(failed)
     return sorted(findings, key=Finding.sort_key), notes
 
@@ -372,8 +379,7 @@ def _not_recorded(findings, sources, call):
             line=line,
             code=code,
             hint=REASONS[reason].hint,
-            detail=f"tape.gradient in {call.step.__qualname__} returned None for {names}: the tape did not "
-            "record the way from them to the loss",
+            detail=YOUR_TAPE_NONE.format(step=call.step.__qualname__, names=names),
             cuts=list(dict.fromkeys(s.owner for s in statuses)),
             rank=Rank.YOUR_TAPE,
         ),
@@ -409,7 +415,7 @@ def _no_silent_cut(findings, notes, sources):
             op_name=", ".join(s.name for s in cut),
             reason="unexplained_cut",
             hint=REASONS["unexplained_cut"].hint,
-            detail=f"the graph reaches {', '.join(s.label for s in cut)} only through ops that pass no gradient",
+            detail=UNEXPLAINED_CUT.format(sources=", ".join(s.label for s in cut)),
             cuts=owners,
         )
     return [finding], notes
@@ -468,11 +474,8 @@ def _disagree(static, measured):
 
 def _disagreement(status):
     if status.static == Static.FLOWING and status.measured == Measured.ZERO:
-        return (
-            f"{status.label}: the graph passes a gradient, but on this example it is all zero "
-            "(every value on the way is 0, or every ReLU is off, e.g. after a cast that sends everything to 0)"
-        )
-    return f"{status.label}: the graph says {status.static}, the GradientTape measured {status.measured}"
+        return ALL_ZERO.format(source=status.label)
+    return DISAGREEMENT.format(source=status.label, static=status.static, measured=status.measured)
 
 
 def _dead_layers(sources):

@@ -15,7 +15,7 @@ from workbook.finder.backward_walk import BackwardWalk, Break, Flow
 from workbook.finder.frames import user_frame
 from workbook.finder.gradient_probe import is_float
 from workbook.finder.graph_program import Program
-from workbook.finder.hints import RAISES_DETAIL
+from workbook.finder.hints import ONLY_AN_INDEX, RAISES_DETAIL, UNUSED_SOURCE
 from workbook.finder.layer_causes import made_by_layer
 from workbook.finder.reach import Reach, source_tensors
 from workbook.finder.report import Finding, GradientReport, Rank, SourceStatus, Static
@@ -124,9 +124,7 @@ def _disconnected_finding(program, reach, sinks, index, status):
     return Finding.disconnected(
         status,
         use or _output_frame(sinks),
-        detail=use
-        and f"the output does not depend on {status.label}: it is used on this line, "
-        "but nothing computed from it reaches the output",
+        detail=use and UNUSED_SOURCE.format(source=status.label),
     )
 
 
@@ -145,7 +143,7 @@ def _findings(program, sources, breaks, hopeful):
         matters = brk.blocked & dead - covered
         covered |= matters
         finding = _finding(program, brk, owners(matters))
-        finding.detail += "; only an index made from it reaches the output, and an index carries no gradient"
+        finding.detail += ONLY_AN_INDEX
         notes[:] = [note for note in notes if note.op_name != brk.op.name]
         findings.append(finding)
     findings.sort(key=Finding.sort_key)

@@ -284,6 +284,9 @@ CAUSES = {
     ),
 }
 
+# --- What happened, for the report's detail column -------------------------------------
+# Filled in with str.format; each names what it is appended to or said of.
+
 #: Appended to the detail of an op with no gradient registered that the gradient reaches.
 RAISES_DETAIL = (
     ": tape.gradient raises LookupError as soon as the gradient reaches it, so fit stops there "
@@ -294,3 +297,31 @@ PY_FUNCTION_DETAIL = (
     "the Python function inside tf.py_function computes with NumPy (.numpy(), np.*): the tape that "
     "runs it records no way back, so TensorFlow gives this input a scalar 0 in place of its gradient"
 )
+#: Appended to a tf.py_function's detail when the tape's gradient fails behind it.
+TAPE_FAILED_BEHIND = "; the gradient ops behind it then fail on that 0, and tf.GradientTape raised {failure}"
+#: Your own train_step's tape.gradient returned None for some variables.
+YOUR_TAPE_NONE = (
+    "tape.gradient in {step} returned None for {names}: the tape did not record the way from them to the loss"
+)
+#: The graph cuts some sources and no op alone explains it.
+UNEXPLAINED_CUT = "the graph reaches {sources} only through ops that pass no gradient"
+#: What the graph says of a source and what the tape measured, when they disagree.
+ALL_ZERO = (
+    "{source}: the graph passes a gradient, but on this example it is all zero "
+    "(every value on the way is 0, or every ReLU is off, e.g. after a cast that sends everything to 0)"
+)
+DISAGREEMENT = "{source}: the graph says {static}, the GradientTape measured {measured}"
+#: A source the output does not depend on, at the line that uses it.
+UNUSED_SOURCE = (
+    "the output does not depend on {source}: it is used on this line, but nothing computed from it reaches the output"
+)
+#: Appended to the detail of an op that cuts a source by making an index of it.
+ONLY_AN_INDEX = "; only an index made from it reaches the output, and an index carries no gradient"
+#: Your own tape.gradient raised LookupError: no gradient registered for the op.
+TAPE_UNREGISTERED = "your code's tape.gradient raised {message}: no gradient function is registered for {op}"
+#: Why code could not be traced, from the error tracing raised.
+UNTRACEABLE_WHY = {
+    "numpy": "numpy on a tensor: the value leaves TensorFlow, and gradients cannot follow it",
+    "control_flow": "Python control flow on a tensor's value: TensorFlow sees only the branch that ran",
+    "other": "Python code on a tensor's value",
+}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from workbook.core.notebook_cells import cell_label
 from workbook.finder.advice import advise, advise_untraceable
 from workbook.finder.frames import user_frame
-from workbook.finder.hints import CAUSES, OP_HINTS, REASONS
+from workbook.finder.hints import CAUSES, OP_HINTS, REASONS, UNTRACEABLE_WHY
 
 
 class Rank(enum.IntEnum):
@@ -116,12 +116,12 @@ def untraceable_finding(error, tb, cuts=()):
     frames = traceback.extract_tb(tb)
     file, line, code = user_frame(frames)
     message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
-    why = "Python code on a tensor's value"
+    why = UNTRACEABLE_WHY["other"]
     text = str(error)
     if "numpy" in text or "NumPy" in text or "__array__" in text:
-        why = "numpy on a tensor: the value leaves TensorFlow, and gradients cannot follow it"
+        why = UNTRACEABLE_WHY["numpy"]
     elif "bool" in text or "iterat" in text or "OperatorNotAllowed" in type(error).__name__:
-        why = "Python control flow on a tensor's value: TensorFlow sees only the branch that ran"
+        why = UNTRACEABLE_WHY["control_flow"]
     return Finding(
         op_type=type(error).__name__,
         op_name="(tracing)",

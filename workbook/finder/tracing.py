@@ -11,7 +11,7 @@ import traceback
 from dataclasses import dataclass
 
 from workbook.finder.frames import user_frame
-from workbook.finder.hints import OP_HINTS, REASONS
+from workbook.finder.hints import OP_HINTS, REASONS, TAPE_UNREGISTERED
 from workbook.finder.report import Finding, GradientReport, Static, untraceable_finding
 
 
@@ -67,7 +67,7 @@ def _unregistered_report(error, op_type, sources):
         line=line,
         code=code,
         hint=OP_HINTS.get(op_type, REASONS["no_gradient_registered"].hint),
-        detail=f"your code's tape.gradient raised {message}: no gradient function is registered for {op_type}",
+        detail=TAPE_UNREGISTERED.format(message=message, op=op_type),
         cuts=[status.owner for status in sources],
     )
     for status in sources:
