@@ -306,6 +306,8 @@ class _VerdictProcess:
             except concurrent.futures.TimeoutError:
                 self.process.kill()
                 raise RuntimeError(f"the verdict process gave no verdict in {timeout} s") from None
+            except ValueError:
+                reply = None  # not a reply: the process is replaced, as one that failed
         if not isinstance(reply, dict) or "verdicts" not in reply:
             why = reply.get("failed") if isinstance(reply, dict) else None
             raise RuntimeError(f"the verdict process failed ({self.process.poll()}):\n{why or self._error_output()}")

@@ -18,6 +18,7 @@ gives an answer.
 
 import argparse
 import collections
+import contextlib
 import hashlib
 import io
 import json
@@ -353,7 +354,8 @@ def serve(key, requests=None, replies=None):
         try:
             request = json.loads(line)
             grade_ids = [grade_id for grade_id in request["grade_ids"] if grade_id in spec.JUDGED]
-            verdicts = judge(request["probe"], request["artifacts"], key, request["training_seconds"], grade_ids)
+            with contextlib.redirect_stdout(sys.stderr):  # only replies go to ``replies``, one line each
+                verdicts = judge(request["probe"], request["artifacts"], key, request["training_seconds"], grade_ids)
             reply = {"verdicts": verdicts}
         except Exception as error:
             reply = {"failed": f"{type(error).__name__}: {error}"[:3000]}
