@@ -23,7 +23,7 @@ FAST   := not notebook and not kernel and not hub and not browser and not slow
 help:
 	@echo "make lab     open the workbook in JupyterLab (installs into .venv the first time)"
 	@echo "make test    run the unit tests, execute every notebook, and drive JupyterLab in a headless browser;"
-	@echo "             then make test-oldest"
+	@echo "             and, beside them at a lower priority, make test-oldest"
 	@echo "make test-fast  the unit tests only (no notebooks, nbgrader round trip, browser or oldest end)"
 	@echo "make test-oldest  the unit tests and every notebook again at the oldest supported versions"
 	@echo "             (constraints-oldest.txt, Python 3.10), and the Colab install, in .venv-oldest"
@@ -60,14 +60,27 @@ lab: $(VENV)/.installed
 # It looks for a Chromium or Chrome, then tries Playwright's own download, and if
 # neither works stops here and says how to get one. WORKBOOK_SKIP_BROWSER=1 skips
 # that test on purpose; WORKBOOK_CHROMIUM=/path/to/chromium picks the browser.
+#
+# The oldest end (what make test-oldest runs) runs side by side with the newest, at a lower priority
+# (nice), so that it takes the cores the newest end leaves idle and never slows it; its output
+# is kept in build/test-oldest.log and shown when both ends are done. The book's tests and
+# JupyterLab's view of the executed notebooks open the notebooks that the first pytest
+# executed, so they come after it.
 test: $(VENV)/.installed-dev
 	$(BIN)/python tests/browser_session.py --check
+	@mkdir -p build; \
+	nice -n 10 bash scripts/test_oldest_end.sh >build/test-oldest.log 2>&1 & oldest=$$!; \
+	echo "=== oldest end: started beside the newest end; its output follows when it ends (build/test-oldest.log)"; \
+	status=0; \
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --ignore=tests/test_rendered_book.py \
-		--ignore=tests/test_executed_in_lab.py
-	@# the book's tests and JupyterLab's view of the executed notebooks open the notebooks that the
-	@# line above executed, so they come after it
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup tests/test_rendered_book.py tests/test_executed_in_lab.py
-	$(MAKE) --no-print-directory test-oldest
+		--ignore=tests/test_executed_in_lab.py || status=$$?; \
+	if [ $$status = 0 ]; then \
+		$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup tests/test_rendered_book.py \
+			tests/test_executed_in_lab.py || status=$$?; \
+	fi; \
+	wait $$oldest || { [ $$status != 0 ] || status=1; }; \
+	cat build/test-oldest.log; \
+	exit $$status
 
 # The loop to run while working; make test stays the full gate CI runs.
 test-fast: $(VENV)/.installed-dev

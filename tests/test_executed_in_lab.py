@@ -20,7 +20,6 @@ import importlib.util
 import io
 import pathlib
 import shutil
-import sys
 
 import pytest
 from browser_session import (
@@ -33,8 +32,9 @@ from browser_session import (
     find_browser,
     skip_requested,
 )
+from notebook_runner import NEWEST_END
 
-if sys.version_info < (3, 11):  # the oldest end has no browser: JupyterLab is driven at the newest end only
+if not NEWEST_END:  # the oldest end has no browser: JupyterLab is driven at the newest end only
     pytest.skip("the executed notebooks are opened in JupyterLab at the newest end", allow_module_level=True)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -1002,6 +1002,18 @@ def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_h
 
 
 @hub_test
+def test_every_box_ends_with_its_kernel_none_waits_to_be_killed(hub):
+    # nbclient leaves running a kernel whose manager it was given: the grader ends it, so that no
+    # box waits 10 s for its processes and then kills them (the forker's and the escaper's included)
+    if hub["limits_missing"]:
+        pytest.skip(f"without a box's own control groups nothing waits for its processes: {hub['limits_missing']}")
+    logs = {student: hub["graded"][student][2] for student in STUDENTS}
+    assert all("The box held at most" in log for log in logs.values())  # each box was measured and removed
+    waited = {student: log[-2000:] for student, log in logs.items() if "still ran 10 s" in log}
+    assert not waited, waited
+
+
+@hub_test
 def test_output_is_capped_in_bytes_and_the_checksum_warnings_name_only_edited_checks(hub):
     sizes = [
         (hub["course"] / "feedback" / "huge_output" / ASSIGNMENT / f"{ASSIGNMENT}.html").stat().st_size,

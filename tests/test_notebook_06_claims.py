@@ -3,7 +3,9 @@
 The notebook checks its claims about training runs at one seed, at classroom size;
 benchmarks/notebook_06_seeds.py checks every one at seeds 0 to 3 at that size. Here, the
 claims that already hold after a few epochs are checked at three seeds at a reduced size, and
-the students' version is run to its end with the exercise unanswered.
+the students' version is run to its end with the exercise unanswered (at the oldest end, where it
+is the one execution of the notebook; tests/test_notebooks.py executes the instructor's version
+at the newest end).
 """
 
 import importlib.util
@@ -12,7 +14,7 @@ import pathlib
 import nbformat
 import numpy as np
 import pytest
-from notebook_runner import error_outputs, execute, text_of
+from notebook_runner import NEWEST_END, error_outputs, execute, text_of
 
 import workbook
 from workbook.lab.bottleneck_runs import clearly_better, per_image_errors
@@ -123,6 +125,7 @@ def test_the_comparisons_that_separate_early_hold_at_three_seeds(seed):
 
 @pytest.mark.notebook
 @pytest.mark.timeout(900)
+@pytest.mark.skipif(NEWEST_END, reason="executed at the oldest end: the newest end executes the instructor's version")
 def test_the_students_version_runs_to_the_end_with_the_exercise_unanswered():
     notebook, _ = execute(RELEASE)
     errors = error_outputs(notebook)

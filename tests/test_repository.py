@@ -315,23 +315,66 @@ def test_ci_runs_make_lint_then_make_test(tmp_path):
     assert calls.read_text().splitlines() == ["lint", "test"]
 
 
-def test_make_test_runs_every_test_module_and_then_the_oldest_end():
-    """`make -n test`: every tests/test_*.py is collected by one of its pytest lines, then the oldest end runs."""
-    dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
-    commands = [line for line in dry.stdout.replace("\\\n", " ").splitlines() if not line.lstrip().startswith("#")]
-    pytest_lines = [line.split() for line in commands if " -m pytest" in line]
-    assert pytest_lines, dry.stdout
-    run = set()
+def fake_checkout(tmp_path, book_status=0, first_pytest_status=0, oldest_status=0):
+    """A copy of the Makefile whose venv is up to date and whose Python and oldest end only record what they did."""
+    (tmp_path / "Makefile").write_text((ROOT / "Makefile").read_text())
+    calls = tmp_path / "calls"
+    for name in ("requirements.txt", "requirements-dev.txt", "requirements-book.txt", "pyproject.toml"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "test_oldest_end.sh").write_text(
+        f'echo "oldest end started" >> {calls}\necho "the oldest end\'s own output"\nexit {oldest_status}\n'
+    )
+    bin_folder = tmp_path / ".venv" / "bin"
+    bin_folder.mkdir(parents=True)
+    # the first pytest line ignores the book's tests, the second names them
+    (bin_folder / "python").write_text(
+        f'#!/bin/sh\necho "python $*" >> {calls}\ncase "$*" in\n'
+        f'  *"--ignore=tests/test_rendered_book.py"*) exit {first_pytest_status};;\n'
+        f'  *"tests/test_rendered_book.py"*) exit {book_status};;\nesac\n'
+    )
+    (bin_folder / "python").chmod(0o755)
+    later = os.stat(tmp_path / "Makefile").st_mtime + 10
+    for stamp in (".installed", ".installed-dev"):
+        (tmp_path / ".venv" / stamp).write_text("")
+        os.utime(tmp_path / ".venv" / stamp, (later, later))
+    return calls
+
+
+def run_make_test(tmp_path, **statuses):
+    calls = fake_checkout(tmp_path, **statuses)
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("MAKE", "WORKERS"))}
+    run = subprocess.run(["make", "test"], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=60)
+    return run, calls.read_text().splitlines()
+
+
+def test_make_test_runs_every_test_module_once_and_the_oldest_end_beside_them(tmp_path):
+    run, calls = run_make_test(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    pytest_lines = [line.split() for line in calls if " -m pytest" in line]
+    assert len(pytest_lines) == 2, calls
+    everything = {f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")}
+    runs = []
     for words in pytest_lines:
         ignored = {word.removeprefix("--ignore=") for word in words if word.startswith("--ignore=")}
         named = {word for word in words if word.startswith("tests/test_")}
-        everything = {f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")}
-        run |= named or (everything - ignored)
-    never = sorted({f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")} - run)
-    assert not never, f"make test never runs {never}"
-    oldest = [i for i, line in enumerate(commands) if "scripts/test_oldest_end.sh" in line]
-    last_pytest = max(i for i, line in enumerate(commands) if " -m pytest" in line)
-    assert oldest and oldest[0] > last_pytest, commands
+        runs.append(named or everything - ignored)
+    assert runs[0] | runs[1] == everything and not runs[0] & runs[1], runs  # each module once
+    assert "oldest end started" in calls
+    assert "the oldest end's own output" in run.stdout  # shown, after the newest end's
+
+
+@pytest.mark.parametrize(
+    "statuses, book_runs",
+    [(dict(oldest_status=1), True), (dict(first_pytest_status=1), False), (dict(book_status=2), True)],
+    ids=["the oldest end fails", "the newest end fails", "the book's tests fail"],
+)
+def test_make_test_fails_when_either_end_fails_and_still_runs_and_shows_the_oldest_end(tmp_path, statuses, book_runs):
+    run, calls = run_make_test(tmp_path, **statuses)
+    assert run.returncode != 0, run.stdout
+    assert "oldest end started" in calls
+    assert "the oldest end's own output" in run.stdout
+    assert any("test_rendered_book.py" in line and "--ignore" not in line for line in calls) == book_runs, calls
 
 
 def test_the_oldest_end_is_skipped_loudly_without_a_package_index(tmp_path):

@@ -29,6 +29,7 @@ grader's own process, where no student code runs, and changes nbgrader's ``Execu
 - **a warning is not a failure**: a graded cell's stderr is kept as ordinary output.
 """
 
+import contextlib
 import copy
 import csv
 import os
@@ -154,6 +155,7 @@ class GuardedExecute(Execute):
                 nb, resources = super().preprocess(nb, resources=resources, km=manager)
             finally:
                 self.timeout_func = limit
+                self._end_kernel(manager)
             if answer_key:
                 resources[_UNJUDGED] = self._apply_verdicts(nb, box, ours, answer_key)
         finally:
@@ -161,6 +163,18 @@ class GuardedExecute(Execute):
             if ours is not None:
                 shutil.rmtree(ours, ignore_errors=True)
         return nb, resources
+
+    def _end_kernel(self, manager):
+        """End the box's kernel once its cells have run: nbclient leaves running a kernel it did not start.
+
+        Without this, the box waited for it to end on its own, and killed it after 10 s.
+        """
+        if self.kc is not None:
+            self.kc.stop_channels()
+            self.kc = None
+        with contextlib.suppress(RuntimeError):  # "No kernel is running!"
+            if run_sync(manager.is_alive)():
+                run_sync(manager.shutdown_kernel)(now=True)
 
     def _bound(self, box):
         """Give ``box`` its limits; the log says which this machine cannot give, and why."""
@@ -186,6 +200,8 @@ class GuardedExecute(Execute):
         if peak is not None:  # for the instructor's capacity planning (make bench reads it)
             self.log.info("The box held at most %.0f MiB of memory.", peak / 2**20)
         left = box.remove()
+        if box.killed:
+            self.log.warning("%d of the box's processes still ran 10 s after its cells had run: killed.", box.killed)
         if left:
             self.log.error("%s.", left)
 

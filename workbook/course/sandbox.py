@@ -96,6 +96,7 @@ class Box:
         self.uid = self.gid = None
         self.cgroups = []
         self.mounted = False
+        self.killed = 0  # processes still running 10 s into :meth:`remove`, killed then
         if os.geteuid() == 0 and _can_run_python_as(user):
             entry = pwd.getpwnam(user)
             self.uid, self.gid = entry.pw_uid, entry.pw_gid
@@ -179,7 +180,7 @@ class Box:
         """
         if self.mounted:  # detached at once; its memory is freed when the last of its processes has gone
             subprocess.run(["umount", "--lazy", str(self.root)], capture_output=True)
-        self._remove_cgroups()
+        self.killed = self._remove_cgroups()
         if self.mounted and os.path.ismount(self.root):
             return f"the box {self.root} stayed mounted: run `umount --lazy {self.root}` as root"
         self.mounted = False
@@ -187,7 +188,8 @@ class Box:
         return None
 
     def _remove_cgroups(self):
-        """Remove the box's groups once the last of its processes has gone, killing any that stay."""
+        """Remove the box's groups once the last of its processes has gone, killing any that stay; how many were."""
+        killed = set()
         for group in self.cgroups:
             for attempt in range(150):
                 try:
@@ -197,19 +199,22 @@ class Box:
                     break
                 except OSError:  # still busy: its processes take a moment to die; after 10 s, they are killed
                     if attempt >= 100:
-                        _kill_every_process_in(group)
+                        killed |= _kill_every_process_in(group)
                     time.sleep(0.1)
         self.cgroups = []
+        return len(killed)
 
 
 def _kill_every_process_in(group):
+    """Kill every process in ``group``; the set of their ids."""
     try:
-        pids = [int(pid) for pid in (group / "cgroup.procs").read_text().split()]
+        pids = {int(pid) for pid in (group / "cgroup.procs").read_text().split()}
     except OSError:
-        return
+        return set()
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+    return pids
 
 
 def _cgroup_settings(tasks, memory_bytes):
