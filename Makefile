@@ -63,13 +63,15 @@ lab: $(VENV)/.installed
 #
 # The oldest end (what make test-oldest runs) runs side by side with the newest, at a lower priority
 # (nice), so that it takes the cores the newest end leaves idle and never slows it; its output
-# is kept in build/test-oldest.log and shown when both ends are done. The book's tests and
+# is kept in build/test-oldest.log and shown when both ends are done (Ctrl-C stops both). The book's tests and
 # JupyterLab's view of the executed notebooks open the notebooks that the first pytest
 # executed, so they come after it.
 test: $(VENV)/.installed-dev
 	$(BIN)/python tests/browser_session.py --check
 	@mkdir -p build; \
 	nice -n 10 bash scripts/test_oldest_end.sh >build/test-oldest.log 2>&1 & oldest=$$!; \
+	end_tree() { for child in $$(pgrep -P "$$1" 2>/dev/null); do end_tree "$$child"; done; kill "$$1" 2>/dev/null; }; \
+	trap 'echo "=== stopped: the oldest end too"; end_tree $$oldest; exit 130' INT TERM; \
 	echo "=== oldest end: started beside the newest end; its output follows when it ends (build/test-oldest.log)"; \
 	status=0; \
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --ignore=tests/test_rendered_book.py \

@@ -5,12 +5,15 @@ deleted notebook, a new notebook nobody listed, and Binder pins drifting away
 from the ones `make lab` installs.
 """
 
+import contextlib
 import os
 import pathlib
 import re
+import signal
 import stat
 import subprocess
 import sys
+import time
 import urllib.parse
 
 import nbformat
@@ -334,11 +337,52 @@ def fake_checkout(tmp_path, book_status=0, first_pytest_status=0, oldest_status=
         f'  *"tests/test_rendered_book.py"*) exit {book_status};;\nesac\n'
     )
     (bin_folder / "python").chmod(0o755)
-    later = os.stat(tmp_path / "Makefile").st_mtime + 10
+    earlier = time.time() - 100  # what the stamps depend on, older than them
+    for name in ("Makefile", "requirements.txt", "requirements-dev.txt", "requirements-book.txt", "pyproject.toml"):
+        os.utime(tmp_path / name, (earlier, earlier))
     for stamp in (".installed", ".installed-dev"):
         (tmp_path / ".venv" / stamp).write_text("")
-        os.utime(tmp_path / ".venv" / stamp, (later, later))
     return calls
+
+
+def test_ctrl_c_stops_make_test_and_the_oldest_end_beside_it(tmp_path):
+    calls = fake_checkout(tmp_path)
+    sleep = f"sleep 120.{os.getpid()}"  # the oldest end's child, found by its unique command line
+    (tmp_path / "scripts" / "test_oldest_end.sh").write_text(f'echo "oldest end started" >> {calls}\n{sleep} &\nwait\n')
+    python = tmp_path / ".venv" / "bin" / "python"
+    waiting = f'case "$*" in *pytest*) echo "newest end started" >> {calls}; sleep 120;; esac\ncase'
+    python.write_text(python.read_text().replace("case", waiting, 1))
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("MAKE", "WORKERS"))}
+    # as a terminal starts it: a process group of its own, which Ctrl-C signals as a whole
+    make = subprocess.Popen(
+        ["make", "test"],
+        cwd=tmp_path,
+        env=environment,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        stop_both_ends_with_ctrl_c(make, calls, sleep)
+    finally:  # whatever failed, nothing of this test keeps running
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(make.pid, signal.SIGKILL)
+        subprocess.run(["pkill", "-f", sleep], capture_output=True)
+        make.wait()
+
+
+def stop_both_ends_with_ctrl_c(make, calls, sleep):
+    deadline = time.monotonic() + 60
+    while not calls.exists() or not {"oldest end started", "newest end started"} <= set(calls.read_text().splitlines()):
+        assert time.monotonic() < deadline, "make test did not start both ends within 60 s"
+        time.sleep(0.1)
+    os.killpg(make.pid, signal.SIGINT)
+    output, _ = make.communicate(timeout=60)
+    assert make.returncode != 0, output
+    assert "stopped: the oldest end too" in output
+    left = subprocess.run(["pgrep", "-f", sleep], capture_output=True, text=True).stdout.split()
+    assert not left, f"the oldest end's {sleep} still runs: {left}"
 
 
 def run_make_test(tmp_path, **statuses):
