@@ -62,8 +62,9 @@ lab: $(VENV)/.installed
 # that test on purpose; WORKBOOK_CHROMIUM=/path/to/chromium picks the browser.
 #
 # The oldest end (what make test-oldest runs) runs side by side with the newest, at a lower priority
-# (nice), so that it takes the cores the newest end leaves idle and never slows it; its output
-# is kept in build/test-oldest.log and shown when both ends are done (Ctrl-C stops both). The book's tests and
+# (nice), so that it takes the cores the newest end leaves idle (it still needs memory of its
+# own: a TensorFlow process per worker); its output is kept in build/test-oldest.log and shown
+# when both ends are done (Ctrl-C stops both). The book's tests and
 # JupyterLab's view of the executed notebooks open the notebooks that the first pytest
 # executed, so they come after it.
 test: $(VENV)/.installed-dev
@@ -80,7 +81,9 @@ test: $(VENV)/.installed-dev
 		$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup tests/test_rendered_book.py \
 			tests/test_executed_in_lab.py || status=$$?; \
 	fi; \
+	echo "=== newest end: done; waiting for the oldest end"; \
 	wait $$oldest || { [ $$status != 0 ] || status=1; }; \
+	trap - INT TERM; \
 	cat build/test-oldest.log; \
 	exit $$status
 

@@ -23,6 +23,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -1005,8 +1006,9 @@ def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_h
 def test_every_box_ends_with_its_kernel_none_waits_to_be_killed(hub):
     # nbclient leaves running a kernel whose manager it was given: the grader ends it, so that no
     # box waits 10 s for its processes and then kills them (the forker's and the escaper's included)
-    if hub["limits_missing"]:
-        pytest.skip(f"without a box's own control groups nothing waits for its processes: {hub['limits_missing']}")
+    problem = control_groups_missing()
+    if problem:
+        pytest.skip(f"without a box's own control groups nothing waits for its processes: {problem}")
     logs = {student: hub["graded"][student][2] for student in STUDENTS}
     assert all("The box held at most" in log for log in logs.values())  # each box was measured and removed
     waited = {student: log[-2000:] for student, log in logs.items() if "still ran 10 s" in log}
@@ -1358,6 +1360,41 @@ sys.stdin.readline()  # the sleepers hold the box's tasks while the classmate st
 hog = [bytearray(16 * 2**20) for _ in range(40)]
 print("held", 16 * len(hog), "MB", flush=True)
 """
+
+
+def control_groups_missing():
+    """Why this machine gives a box no control groups of its own (None if it does)."""
+    from workbook.course.sandbox import Box
+
+    box = Box()
+    try:
+        return box.limit()
+    finally:
+        box.remove()
+
+
+@pytest.mark.slow
+def test_a_process_that_outlasts_its_box_is_killed_and_counted():
+    from workbook.course.sandbox import Box
+
+    box = Box()
+    problem = box.limit()
+    if problem:
+        box.remove()
+        pytest.skip(problem)
+    join = 'for group; do echo $$ > "$group/cgroup.procs"; done; exec sleep 600'
+    lasting = subprocess.Popen(["sh", "-c", join, "sh", *map(str, box.cgroups)])
+    try:
+        deadline = time.monotonic() + 60
+        while any(str(lasting.pid) not in (group / "cgroup.procs").read_text().split() for group in box.cgroups):
+            assert time.monotonic() < deadline, "the process did not join the box's groups within 60 s"
+            time.sleep(0.1)
+        assert box.remove() is None
+        assert box.killed == 1
+        assert lasting.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        lasting.kill()
+        lasting.wait()
 
 
 def test_a_flood_and_a_hog_stay_in_their_box_and_the_classmate_still_starts_a_thread():

@@ -14,7 +14,7 @@ import pathlib
 import nbformat
 import numpy as np
 import pytest
-from notebook_runner import NEWEST_END, error_outputs, execute, text_of
+from notebook_runner import NEWEST_END, error_outputs, execute, stderr_outputs, text_of
 
 import workbook
 from workbook.lab.bottleneck_runs import clearly_better, per_image_errors
@@ -130,6 +130,8 @@ def test_the_students_version_runs_to_the_end_with_the_exercise_unanswered():
     notebook, _ = execute(RELEASE)
     errors = error_outputs(notebook)
     assert not errors, "; ".join(errors)
+    stderr = stderr_outputs(notebook)
+    assert not stderr, "the students' version wrote to stderr: " + "; ".join(stderr)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert all(cell.execution_count for cell in code)
     check = next(

@@ -9,6 +9,7 @@ import contextlib
 import os
 import pathlib
 import re
+import secrets
 import signal
 import stat
 import subprocess
@@ -347,7 +348,7 @@ def fake_checkout(tmp_path, book_status=0, first_pytest_status=0, oldest_status=
 
 def test_ctrl_c_stops_make_test_and_the_oldest_end_beside_it(tmp_path):
     calls = fake_checkout(tmp_path)
-    sleep = f"sleep 120.{os.getpid()}"  # the oldest end's child, found by its unique command line
+    sleep = f"sleep 120.{secrets.randbelow(10**9):09d}"  # the oldest end's child, found by its own command line
     (tmp_path / "scripts" / "test_oldest_end.sh").write_text(f'echo "oldest end started" >> {calls}\n{sleep} &\nwait\n')
     python = tmp_path / ".venv" / "bin" / "python"
     waiting = f'case "$*" in *pytest*) echo "newest end started" >> {calls}; sleep 120;; esac\ncase'
@@ -368,7 +369,7 @@ def test_ctrl_c_stops_make_test_and_the_oldest_end_beside_it(tmp_path):
     finally:  # whatever failed, nothing of this test keeps running
         with contextlib.suppress(ProcessLookupError):
             os.killpg(make.pid, signal.SIGKILL)
-        subprocess.run(["pkill", "-f", sleep], capture_output=True)
+        subprocess.run(["pkill", "-f", f"^{sleep}$"], capture_output=True)
         make.wait()
 
 
@@ -381,7 +382,7 @@ def stop_both_ends_with_ctrl_c(make, calls, sleep):
     output, _ = make.communicate(timeout=60)
     assert make.returncode != 0, output
     assert "stopped: the oldest end too" in output
-    left = subprocess.run(["pgrep", "-f", sleep], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", f"^{sleep}$"], capture_output=True, text=True).stdout.split()
     assert not left, f"the oldest end's {sleep} still runs: {left}"
 
 

@@ -29,7 +29,6 @@ grader's own process, where no student code runs, and changes nbgrader's ``Execu
 - **a warning is not a failure**: a graded cell's stderr is kept as ordinary output.
 """
 
-import contextlib
 import copy
 import csv
 import os
@@ -169,12 +168,17 @@ class GuardedExecute(Execute):
 
         Without this, the box waited for it to end on its own, and killed it after 10 s.
         """
-        if self.kc is not None:
-            self.kc.stop_channels()
-            self.kc = None
-        with contextlib.suppress(RuntimeError):  # "No kernel is running!"
+        try:
+            if self.kc is not None:
+                self.kc.stop_channels()
+                self.kc = None
             if run_sync(manager.is_alive)():
                 run_sync(manager.shutdown_kernel)(now=True)
+        except RuntimeError as error:  # as nbclient ends its own kernels: one already gone is no failure
+            if "No kernel is running!" not in str(error):
+                raise
+        finally:
+            run_sync(manager.cleanup_resources)()
 
     def _bound(self, box):
         """Give ``box`` its limits; the log says which this machine cannot give, and why."""
@@ -201,7 +205,7 @@ class GuardedExecute(Execute):
             self.log.info("The box held at most %.0f MiB of memory.", peak / 2**20)
         left = box.remove()
         if box.killed:
-            self.log.warning("%d of the box's processes still ran 10 s after its cells had run: killed.", box.killed)
+            self.log.warning("%d of the box's processes still ran 10 s into the box's removal: killed.", box.killed)
         if left:
             self.log.error("%s.", left)
 
