@@ -354,12 +354,14 @@ def test_ctrl_c_stops_make_test_and_the_oldest_end_beside_it(tmp_path):
     waiting = f'case "$*" in *pytest*) echo "newest end started" >> {calls}; sleep 120;; esac\ncase'
     python.write_text(python.read_text().replace("case", waiting, 1))
     environment = {key: value for key, value in os.environ.items() if not key.startswith(("MAKE", "WORKERS"))}
-    # as a terminal starts it: a process group of its own, which Ctrl-C signals as a whole
+    # As a terminal starts it: a process group of its own, which Ctrl-C signals as a whole, and SIGINT
+    # not ignored (a test run started in the background, as make test starts the oldest end, ignores it).
     make = subprocess.Popen(
         ["make", "test"],
         cwd=tmp_path,
         env=environment,
         start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
