@@ -1397,6 +1397,27 @@ def test_a_process_that_outlasts_its_box_is_killed_and_counted():
         lasting.wait()
 
 
+def test_a_kernel_that_cannot_be_ended_is_logged_and_left_to_the_box(caplog):
+    pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
+    from workbook.course.autograde import GuardedExecute
+
+    class Unending:
+        async def is_alive(self):
+            return True
+
+        async def shutdown_kernel(self, now=False):
+            raise OSError("the kernel's process cannot be signalled")
+
+        async def cleanup_resources(self):
+            pass
+
+    grader, manager = GuardedExecute(), Unending()
+    grader.kc = None
+    with caplog.at_level("WARNING"):
+        grader._end_kernel(manager)  # no exception: the submission's grading goes on
+    assert "cannot be signalled" in caplog.text and "the box's removal ends it" in caplog.text
+
+
 def test_a_flood_and_a_hog_stay_in_their_box_and_the_classmate_still_starts_a_thread():
     from workbook.course.sandbox import Box, sandbox_command, sandbox_problem
 
