@@ -9,6 +9,7 @@ already hold after a few epochs at three seeds, at a reduced size.
     python benchmarks/notebook_06_seeds.py annealing_claims bit_equal_passes_claims   # some comparisons only
 """
 
+import functools
 import sys
 
 import numpy as np
@@ -25,45 +26,76 @@ SAMPLED = ("straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_fun
 ANNEALING = {"anneal_rate": 3e-3, "anneal_every": 10}
 
 
-def categorical_bottlenecks(seed):
-    """The six contenders of the notebook's first comparison, seeded with ``seed``."""
-    bottlenecks = {
-        estimator: workbook.DiscreteBottleneck(
+#: Every contender of the comparisons below, by the name they share it under. A contender that two
+#: comparisons share (straight-through, the soft Gumbel-softmax at tau = 1, the per-example score
+#: function) is trained once per seed and size, and both compare with that run, as the notebook's
+#: cells do.
+CONTENDERS = {
+    **{
+        estimator: lambda seed, estimator=estimator: workbook.DiscreteBottleneck(
             "categorical", estimator, seed=seed, samples=2 if estimator == "score_function_loo" else None
         )
         for estimator in SAMPLED
-    }
-    return {**bottlenecks, "vector quantiser, 32 codes": workbook.VectorQuantizer(n_codes=32, seed=seed)}
+    },
+    "vector quantiser, 32 codes": lambda seed: workbook.VectorQuantizer(n_codes=32, seed=seed),
+    "10 codes": lambda seed: workbook.VectorQuantizer(n_codes=10, seed=seed),
+    "10 codes, restarts": lambda seed: workbook.VectorQuantizer(n_codes=10, restart_after=5, seed=seed),
+    "shared": lambda seed: workbook.DiscreteBottleneck("bernoulli", "score_function", seed=seed),
+    "per example": lambda seed: workbook.DiscreteBottleneck("bernoulli", "score_function_loo", samples=2, seed=seed),
+    "soft, annealed": lambda seed: workbook.DiscreteBottleneck("categorical", "gumbel_softmax", seed=seed, **ANNEALING),
+    "1,024 codes, restarts": lambda seed: workbook.VectorQuantizer(n_codes=1024, restart_after=5, seed=seed),
+}
+#: The six contenders of the notebook's first comparison.
+CATEGORICAL = (*SAMPLED, "vector quantiser, 32 codes")
 
 
-def bit_bottlenecks(seed):
-    """The two score functions of the 1,960-bit comparison."""
-    return {
-        "shared": workbook.DiscreteBottleneck("bernoulli", "score_function", seed=seed),
-        "per example": workbook.DiscreteBottleneck("bernoulli", "score_function_loo", samples=2, seed=seed),
-    }
-
-
-def quantisers(seed):
-    """The 10-code quantiser without and with restarts."""
-    return {
-        "10 codes": workbook.VectorQuantizer(n_codes=10, seed=seed),
-        "10 codes, restarts": workbook.VectorQuantizer(n_codes=10, restart_after=5, seed=seed),
-    }
-
-
-def train(bottlenecks, seed, n_train, n_test, epochs, batch_size):
-    """Train as the notebook does; return (runs, x_train, x_test)."""
+@functools.cache
+def digits(seed, n_train, n_test):
+    """(x_train, x_test): the bundled digits the notebook draws at ``seed``."""
     (x_train, _), (x_test, _) = workbook.load_mnist(n_train=n_train, n_test=n_test, source="bundled", seed=seed)
-    runs = workbook.compare_bottlenecks(
-        bottlenecks, epochs=epochs, batch_size=batch_size, x_train=x_train, x_test=x_test, seed=seed, show=False
-    )
-    return runs, x_train, x_test
+    return x_train, x_test
+
+
+@functools.cache
+def trained(name, seed, n_train, n_test, epochs, batch_size):
+    """The run of the contender ``name``, trained as the notebook does, once per seed and size.
+
+    Each run is seeded on its own (:func:`workbook.compare_bottlenecks` sets the seed before
+    every model), so a run is the same whichever comparison asks for it first. ``forget()``
+    lets the runs go.
+    """
+    return run_of(name, CONTENDERS[name](seed), seed, n_train, n_test, epochs, batch_size)
+
+
+def run_of(label, bottleneck, seed, n_train, n_test, epochs, batch_size):
+    """The run of ``bottleneck`` on the digits of ``seed``, trained for ``epochs`` as the notebook trains."""
+    x_train, x_test = digits(seed, n_train, n_test)
+    return workbook.compare_bottlenecks(
+        {label: bottleneck},
+        epochs=epochs,
+        batch_size=batch_size,
+        x_train=x_train,
+        x_test=x_test,
+        seed=seed,
+        show=False,
+    )[label]
+
+
+def forget():
+    """Drop the runs and digits kept so far (main() does after each seed)."""
+    trained.cache_clear()
+    digits.cache_clear()
+
+
+def train(names, seed, n_train, n_test, epochs, batch_size):
+    """The runs of the contenders ``names`` at ``seed``, as the notebook trains them; return (runs, x_train, x_test)."""
+    runs = {name: trained(name, seed, n_train, n_test, epochs, batch_size) for name in names}
+    return (runs, *digits(seed, n_train, n_test))
 
 
 def categorical_claims(seed, n_train, n_test, epochs, batch_size=64):
     """{claim: held} for the first comparison of notebook 06, at ``seed``."""
-    runs, x_train, x_test = train(categorical_bottlenecks(seed), seed, n_train, n_test, epochs, batch_size)
+    runs, x_train, x_test = train(CATEGORICAL, seed, n_train, n_test, epochs, batch_size)
     errors = {label: per_image_errors(run.model, x_test) for label, run in runs.items()}
     mean_image = np.mean((x_test - x_train.mean(axis=0)) ** 2, axis=(1, 2, 3))
     losses = runs["score_function"].history["loss"]
@@ -104,7 +136,7 @@ def categorical_claims(seed, n_train, n_test, epochs, batch_size=64):
 
 def bit_claims(seed, n_train, n_test, epochs, batch_size=64):
     """{claim: held} for the 1,960-bit comparison of notebook 06, at ``seed``."""
-    runs, x_train, x_test = train(bit_bottlenecks(seed), seed, n_train, n_test, epochs, batch_size)
+    runs, x_train, x_test = train(("shared", "per example"), seed, n_train, n_test, epochs, batch_size)
     errors = {label: per_image_errors(run.model, x_test) for label, run in runs.items()}
     mean_image = np.mean((x_test - x_train.mean(axis=0)) ** 2, axis=(1, 2, 3))
     shared = runs["shared"].history["loss"]
@@ -125,8 +157,8 @@ def bit_claims(seed, n_train, n_test, epochs, batch_size=64):
 
 def quantiser_claims(seed, n_train, n_test, epochs, batch_size=64):
     """{claim: held} for the quantisers at equal bits, at ``seed`` (against straight-through)."""
-    bottlenecks = {**quantisers(seed), "straight_through": categorical_bottlenecks(seed)["straight_through"]}
-    runs, _, x_test = train(bottlenecks, seed, n_train, n_test, epochs, batch_size)
+    names = ("10 codes", "10 codes, restarts", "straight_through")
+    runs, _, x_test = train(names, seed, n_train, n_test, epochs, batch_size)
     plain, restarted = runs["10 codes"], runs["10 codes, restarts"]
     restarted_rate, sampled_rate = code_rate(restarted.model, x_test), code_rate(runs["straight_through"].model, x_test)
     return {
@@ -154,18 +186,10 @@ def at_equal_passes(bottlenecks, seed, n_train, n_test, epochs, batch_size):
     An estimator that decodes every image twice a step is given ``times=1`` against ``times=2``
     for one that decodes it once, so that both make as many decoder passes.
     """
-    (x_train, _), (x_test, _) = workbook.load_mnist(n_train=n_train, n_test=n_test, source="bundled", seed=seed)
+    _, x_test = digits(seed, n_train, n_test)
     errors = {}
     for label, (bottleneck, times) in bottlenecks.items():
-        run = workbook.compare_bottlenecks(
-            {label: bottleneck},
-            epochs=times * epochs,
-            batch_size=batch_size,
-            x_train=x_train,
-            x_test=x_test,
-            seed=seed,
-            show=False,
-        )[label]
+        run = run_of(label, bottleneck, seed, n_train, n_test, times * epochs, batch_size)
         errors[label] = per_image_errors(run.model, x_test)
     return errors
 
@@ -205,13 +229,11 @@ def annealing_claims(seed, n_train, n_test, epochs, batch_size=64, with_twin=Tru
     seeds 0, 1 and 3 and worse at seed 2 (0.0712 against 0.0597), so the notebook draws no conclusion on it.
     ``with_twin=False`` leaves out the straight-through twin at tau = 1, which only adds figures.
     """
-    bottlenecks = {
-        "soft": workbook.DiscreteBottleneck("categorical", "gumbel_softmax", seed=seed),
-        "soft, annealed": workbook.DiscreteBottleneck("categorical", "gumbel_softmax", seed=seed, **ANNEALING),
-    }
+    names = {"soft": "gumbel_softmax", "soft, annealed": "soft, annealed"}
     if with_twin:
-        bottlenecks["straight-through"] = workbook.DiscreteBottleneck("categorical", "gumbel_softmax_st", seed=seed)
-    runs, _, x_test = train(bottlenecks, seed, n_train, n_test, epochs, batch_size)
+        names["straight-through"] = "gumbel_softmax_st"
+    runs, _, x_test = train(names.values(), seed, n_train, n_test, epochs, batch_size)
+    runs = {label: runs[name] for label, name in names.items()}
     errors = {label: per_image_errors(run.model, x_test) for label, run in runs.items()}
     modes = {label: per_image_errors(runs[label].model, x_test, latent="mode") for label in ("soft", "soft, annealed")}
     annealed = errors["soft, annealed"]
@@ -224,7 +246,7 @@ def annealing_claims(seed, n_train, n_test, epochs, batch_size=64, with_twin=Tru
         | {
             "annealed mode clearly better": clearly_better(modes["soft, annealed"], modes["soft"]),
             "annealed mode clearly worse": clearly_better(modes["soft"], modes["soft, annealed"]),
-            "temperature at the end": round(bottlenecks["soft, annealed"].temperature, 3),
+            "temperature at the end": round(runs["soft, annealed"].model.get_layer("bottleneck").temperature, 3),
         }
         | twin_figures(errors),
     }
@@ -246,9 +268,8 @@ def bit_equal_passes_claims(seed, n_train, n_test, epochs, batch_size=64):
 
     The shared (moving-average) baseline is trained for twice the epochs, so both make as many decoder passes.
     """
-    bottlenecks = bit_bottlenecks(seed)
     errors = at_equal_passes(
-        {"shared": (bottlenecks["shared"], 2), "per example": (bottlenecks["per example"], 1)},
+        {"shared": (CONTENDERS["shared"](seed), 2), "per example": (CONTENDERS["per example"](seed), 1)},
         seed,
         n_train,
         n_test,
@@ -269,11 +290,7 @@ def bit_quantiser_claims(seed, n_train, n_test, epochs, batch_size=64):
     Not trained in the notebook, which would take another run past its few minutes; against the
     per-example (leave-one-out) score function's 1,960-bit code, the best of the notebook's two.
     """
-    bottlenecks = {
-        "1,024 codes, restarts": workbook.VectorQuantizer(n_codes=1024, restart_after=5, seed=seed),
-        "per example": bit_bottlenecks(seed)["per example"],
-    }
-    runs, _, x_test = train(bottlenecks, seed, n_train, n_test, epochs, batch_size)
+    runs, _, x_test = train(("1,024 codes, restarts", "per example"), seed, n_train, n_test, epochs, batch_size)
     quantised = runs["1,024 codes, restarts"]
     rates = {label: code_rate(run.model, x_test) for label, run in runs.items()}
     quantised_rate, sampled_rate = rates["1,024 codes, restarts"], rates["per example"]
@@ -310,6 +327,7 @@ def main(seeds=SEEDS, size=None, measures=MEASURES):
     size = size or CLASSROOM
     rows, failed = [], []
     for seed in seeds:
+        forget()  # the runs of the seed before: each seed's runs are shared only among its comparisons
         for measure in measures:
             claims = measure(seed, **size)
             figures = claims.pop("figures")

@@ -147,6 +147,27 @@ def alive(process):
         return False
 
 
+def outliving(processes, cap=60):
+    """Those of ``processes`` still running once every one has ended or ``cap`` seconds have passed.
+
+    A condition, not a schedule: what is about to end on its own (told to stop, not yet gone) is
+    given the time to.
+    """
+    _, running = psutil.wait_procs([p for p in processes if alive(p)], timeout=cap)
+    return [p for p in running if alive(p)]
+
+
+def described(processes):
+    """Each process's pid and command line, for a message."""
+    lines = []
+    for process in processes:
+        try:
+            lines.append(f"{process.pid}: {' '.join(process.cmdline())[:200]}")
+        except psutil.Error:
+            lines.append(f"{process.pid}: (gone)")
+    return lines
+
+
 def stop_processes(processes, grace=10):
     """Terminate `processes` (psutil.Process), then kill what is left; returns those that were running."""
     running = [p for p in processes if alive(p)]

@@ -33,7 +33,9 @@ from browser_session import (
     NotebookTab,
     alive,
     descendants,
+    described,
     find_browser,
+    outliving,
     port_in_use,
     skip_requested,
     stop_processes,
@@ -117,11 +119,13 @@ def session(browser_path, tmp_path_factory):
                 with contextlib.suppress(Exception):
                     browser.close()
     finally:
-        # Both context managers have exited; nothing they started may still run.
-        leftovers = [p for p in set(started) | set(lab.family) if alive(p)]
+        # Both context managers have exited; nothing they started may still run once it has had
+        # time to end (Playwright's driver is told to stop and may still be on its way out).
+        leftovers = outliving([p for p in set(started) | set(lab.family) if alive(p)])
+        outlived = described(leftovers)
         stop_processes(leftovers)
         port_open = lab.port is not None and port_in_use(lab.port)
-        assert not leftovers, f"processes outlived the test (now killed): {leftovers}"
+        assert not outlived, f"processes outlived the test (now killed): {outlived}"
         assert not port_open, f"port {lab.port} still answers after JupyterLab was stopped"
 
 

@@ -2,10 +2,10 @@
 
 The notebook checks its claims about training runs at one seed, at classroom size;
 benchmarks/notebook_06_seeds.py checks every one at seeds 0 to 3 at that size. Here, the
-claims that already hold after a few epochs are checked at three seeds at a reduced size, and
-the students' version is run to its end with the exercise unanswered (at the oldest end, where it
-is the one execution of the notebook; tests/test_notebooks.py executes the instructor's version
-at the newest end).
+claims that already hold after a few epochs are checked at three seeds at a reduced size (at the
+oldest end at one: see SEEDS), and the students' version is run to its end with the exercise
+unanswered (at the oldest end, where it is the one execution of the notebook; tests/test_notebooks.py
+executes the instructor's version at the newest end).
 """
 
 import importlib.util
@@ -29,6 +29,11 @@ _spec.loader.exec_module(seeds_check)
 #: Enough steps (94) for the comparisons below to separate, at every seed tried; the others need
 #: the classroom size and are left to the benchmark.
 REDUCED = {"n_train": 2000, "n_test": 500, "epochs": 3}
+#: Three seeds at the newest end. The oldest end's pinned stack (TensorFlow 2.18, Keras 3.8, NumPy
+#: 1.26) trains these runs to the same figures as the newest's, every one to the 4 decimals the
+#: claims report, at each of the three seeds: there every claim is checked at seed 0 only, so that
+#: the two other seeds are not trained again to the same numbers.
+SEEDS = [0, 1, 2] if NEWEST_END else [0]
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +106,17 @@ def test_an_unanswered_exercise_prints_what_is_missing(capsys):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_the_comparisons_that_separate_early_hold_at_three_seeds(seed):
-    categorical = seeds_check.categorical_claims(seed, **REDUCED)
+    # Each contender is trained once at this seed: the comparisons that share one (straight-through,
+    # the soft Gumbel-softmax at tau = 1) compare with the same run, as the notebook's cells do.
+    try:
+        categorical = seeds_check.categorical_claims(seed, **REDUCED)
+        quantised = seeds_check.quantiser_claims(seed, **REDUCED)
+        bits = seeds_check.bit_claims(seed, **REDUCED)
+        annealing = seeds_check.annealing_claims(seed, **REDUCED, with_twin=False)
+    finally:
+        seeds_check.forget()
     for claim in (
         "the 32-code quantiser beats every sampled code",
         "the score function is the slowest sampled code",
@@ -112,15 +125,17 @@ def test_the_comparisons_that_separate_early_hold_at_three_seeds(seed):
         "the 32-code quantiser carries more than 3 times the bits of any sampled code",
     ):
         assert categorical[claim], (claim, seed, categorical["figures"])
-    quantised = seeds_check.quantiser_claims(seed, **REDUCED)
     claim = "the restarted 10-code quantiser carries more than 5 times the bits of straight-through's code"
     assert quantised[claim], (claim, seed, quantised["figures"])
-    bits = seeds_check.bit_claims(seed, **REDUCED)
     for claim in (
         "the per-example baseline beats the shared one",
         "the loss varies more than 3 times as much between images as between draws",
     ):
         assert bits[claim], (claim, seed, bits["figures"])
+    claim = "the annealed soft Gumbel-softmax beats the soft one at tau = 1 (sampled code)"
+    assert annealing[claim], (claim, seed, annealing["figures"])
+    # Jang et al.'s schedule, written out: 96 steps, updated every 10, so tau = exp(-0.003 * 90)
+    assert annealing["figures"]["temperature at the end"] == pytest.approx(np.exp(-0.27), abs=1e-3)
 
 
 @pytest.mark.notebook
@@ -139,14 +154,3 @@ def test_the_students_version_runs_to_the_end_with_the_exercise_unanswered():
     )
     assert "not written yet" in text_of(check)
     assert nbformat.validate(notebook) is None
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_annealing_the_soft_gumbel_softmax_beats_its_fixed_temperature_at_three_seeds(seed):
-    annealing = seeds_check.annealing_claims(seed, **REDUCED, with_twin=False)
-    claim = "the annealed soft Gumbel-softmax beats the soft one at tau = 1 (sampled code)"
-    assert annealing[claim], (claim, seed, annealing["figures"])
-    # Jang et al.'s schedule, written out: 96 steps, updated every 10, so tau = exp(-0.003 * 90)
-    assert annealing["figures"]["temperature at the end"] == pytest.approx(np.exp(-0.27), abs=1e-3)
