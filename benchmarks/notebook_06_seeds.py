@@ -3,7 +3,8 @@
 Every comparison of training runs the notebook states, at the notebook's classroom size, at each
 seed: a conclusion is kept in the text only if it holds at all of them. The notebook checks them
 at one seed, the one its Setup cell sets; tests/test_notebook_06_claims.py checks those that
-already hold after a few epochs at three seeds, at a reduced size.
+already hold after a few epochs at three seeds, at a reduced size (one seed at the oldest end of
+the tested range). A run two comparisons share is trained once per seed, as in the notebook.
 
     python benchmarks/notebook_06_seeds.py            # seeds 0 to 3, about 8 minutes each on 2 cores
     python benchmarks/notebook_06_seeds.py annealing_claims bit_equal_passes_claims   # some comparisons only
@@ -26,70 +27,83 @@ SAMPLED = ("straight_through", "gumbel_softmax", "gumbel_softmax_st", "score_fun
 ANNEALING = {"anneal_rate": 3e-3, "anneal_every": 10}
 
 
-#: Every contender of the comparisons below, by the name they share it under. A contender that two
-#: comparisons share (straight-through, the soft Gumbel-softmax at tau = 1, the per-example score
-#: function) is trained once per seed and size, and both compare with that run, as the notebook's
-#: cells do.
-CONTENDERS = {
-    **{
-        estimator: lambda seed, estimator=estimator: workbook.DiscreteBottleneck(
-            "categorical", estimator, seed=seed, samples=2 if estimator == "score_function_loo" else None
-        )
-        for estimator in SAMPLED
-    },
-    "vector quantiser, 32 codes": lambda seed: workbook.VectorQuantizer(n_codes=32, seed=seed),
-    "10 codes": lambda seed: workbook.VectorQuantizer(n_codes=10, seed=seed),
-    "10 codes, restarts": lambda seed: workbook.VectorQuantizer(n_codes=10, restart_after=5, seed=seed),
-    "shared": lambda seed: workbook.DiscreteBottleneck("bernoulli", "score_function", seed=seed),
-    "per example": lambda seed: workbook.DiscreteBottleneck("bernoulli", "score_function_loo", samples=2, seed=seed),
-    "soft, annealed": lambda seed: workbook.DiscreteBottleneck("categorical", "gumbel_softmax", seed=seed, **ANNEALING),
-    "1,024 codes, restarts": lambda seed: workbook.VectorQuantizer(n_codes=1024, restart_after=5, seed=seed),
-}
 #: The six contenders of the notebook's first comparison.
 CATEGORICAL = (*SAMPLED, "vector quantiser, 32 codes")
 
 
+def contender(name, seed):
+    """A fresh bottleneck seeded with ``seed``, by the name the comparisons below share it under.
+
+    One of CATEGORICAL, "soft, annealed", the Bernoulli score functions "shared" and "per example",
+    and the quantisers "10 codes", "10 codes, restarts" and "1,024 codes, restarts".
+    """
+    if name in SAMPLED:
+        samples = 2 if name == "score_function_loo" else None
+        return workbook.DiscreteBottleneck("categorical", name, seed=seed, samples=samples)
+    if name == "soft, annealed":
+        return workbook.DiscreteBottleneck("categorical", "gumbel_softmax", seed=seed, **ANNEALING)
+    if name == "shared":
+        return workbook.DiscreteBottleneck("bernoulli", "score_function", seed=seed)
+    if name == "per example":
+        return workbook.DiscreteBottleneck("bernoulli", "score_function_loo", samples=2, seed=seed)
+    n_codes = {"vector quantiser, 32 codes": 32, "1,024 codes, restarts": 1024}.get(name, 10)
+    restart_after = 5 if name.endswith("restarts") else None
+    return workbook.VectorQuantizer(n_codes=n_codes, restart_after=restart_after, seed=seed)
+
+
 @functools.cache
 def digits(seed, n_train, n_test):
-    """(x_train, x_test): the bundled digits the notebook draws at ``seed``."""
+    """(x_train, x_test): the bundled digits the notebook draws at ``seed``, read-only: the comparisons share them."""
     (x_train, _), (x_test, _) = workbook.load_mnist(n_train=n_train, n_test=n_test, source="bundled", seed=seed)
+    for images in (x_train, x_test):
+        images.setflags(write=False)
     return x_train, x_test
 
 
 @functools.cache
 def trained(name, seed, n_train, n_test, epochs, batch_size):
-    """The run of the contender ``name``, trained as the notebook does, once per seed and size.
+    """(run, its random state) of the contender ``name``: trained as the notebook does, once per seed and size.
 
-    Each run is seeded on its own (:func:`workbook.compare_bottlenecks` sets the seed before
-    every model), so a run is the same whichever comparison asks for it first. ``forget()``
-    lets the runs go.
+    A contender that two comparisons share (straight-through, the soft Gumbel-softmax at tau = 1,
+    the per-example score function) is trained once, and both compare with that run. Each run is
+    seeded on its own (:func:`workbook.compare_bottlenecks` sets the seed before every model), so
+    it is the same whichever comparison asks first; the state of its bottleneck's random draws at
+    the end of training is kept, for :func:`train` to put back. ``forget()`` lets the runs go.
     """
-    return run_of(name, CONTENDERS[name](seed), seed, n_train, n_test, epochs, batch_size)
+    import keras
 
-
-def run_of(label, bottleneck, seed, n_train, n_test, epochs, batch_size):
-    """The run of ``bottleneck`` on the digits of ``seed``, trained for ``epochs`` as the notebook trains."""
     x_train, x_test = digits(seed, n_train, n_test)
-    return workbook.compare_bottlenecks(
-        {label: bottleneck},
+    run = workbook.compare_bottlenecks(
+        {name: contender(name, seed)},
         epochs=epochs,
         batch_size=batch_size,
         x_train=x_train,
         x_test=x_test,
         seed=seed,
         show=False,
-    )[label]
+    )[name]
+    generator = getattr(run.model.get_layer("bottleneck"), "seed_generator", None)
+    return run, None if generator is None else keras.ops.convert_to_numpy(generator.state)
 
 
 def forget():
-    """Drop the runs and digits kept so far (main() does after each seed)."""
+    """Let the runs and digits kept so far go (main() does for each seed, and when it ends)."""
     trained.cache_clear()
     digits.cache_clear()
 
 
 def train(names, seed, n_train, n_test, epochs, batch_size):
-    """The runs of the contenders ``names`` at ``seed``, as the notebook trains them; return (runs, x_train, x_test)."""
-    runs = {name: trained(name, seed, n_train, n_test, epochs, batch_size) for name in names}
+    """The runs of the contenders ``names`` at ``seed``; return (runs, x_train, x_test).
+
+    Each run's bottleneck draws from where its training left it, as a run trained for this
+    comparison alone would: which comparison measured it before changes no figure.
+    """
+    runs = {}
+    for name in names:
+        run, state = trained(name, seed, n_train, n_test, epochs, batch_size)
+        if state is not None:
+            run.model.get_layer("bottleneck").seed_generator.state.assign(state)
+        runs[name] = run
     return (runs, *digits(seed, n_train, n_test))
 
 
@@ -180,17 +194,17 @@ def quantiser_claims(seed, n_train, n_test, epochs, batch_size=64):
     }
 
 
-def at_equal_passes(bottlenecks, seed, n_train, n_test, epochs, batch_size):
-    """{label: per-image test errors} of each ``{label: (bottleneck, times)}``, trained ``times * epochs``.
+def at_equal_passes(contenders, seed, n_train, n_test, epochs, batch_size):
+    """{label: per-image test errors} of each ``{label: (contender's name, times)}``, trained ``times * epochs``.
 
     An estimator that decodes every image twice a step is given ``times=1`` against ``times=2``
     for one that decodes it once, so that both make as many decoder passes.
     """
     _, x_test = digits(seed, n_train, n_test)
     errors = {}
-    for label, (bottleneck, times) in bottlenecks.items():
-        run = run_of(label, bottleneck, seed, n_train, n_test, times * epochs, batch_size)
-        errors[label] = per_image_errors(run.model, x_test)
+    for label, (name, times) in contenders.items():
+        runs, _, _ = train([name], seed, n_train, n_test, times * epochs, batch_size)
+        errors[label] = per_image_errors(runs[name].model, x_test)
     return errors
 
 
@@ -203,8 +217,8 @@ def equal_passes_claims(seed, n_train, n_test, epochs, batch_size=64):
     """
     errors = at_equal_passes(
         {
-            "score_function": (workbook.DiscreteBottleneck("categorical", "score_function", seed=seed), 2),
-            "loo": (workbook.DiscreteBottleneck("categorical", "score_function_loo", seed=seed), 1),
+            "score_function": ("score_function", 2),
+            "loo": ("score_function_loo", 1),
         },
         seed,
         n_train,
@@ -269,7 +283,7 @@ def bit_equal_passes_claims(seed, n_train, n_test, epochs, batch_size=64):
     The shared (moving-average) baseline is trained for twice the epochs, so both make as many decoder passes.
     """
     errors = at_equal_passes(
-        {"shared": (CONTENDERS["shared"](seed), 2), "per example": (CONTENDERS["per example"](seed), 1)},
+        {"shared": ("shared", 2), "per example": ("per example", 1)},
         seed,
         n_train,
         n_test,
@@ -327,15 +341,17 @@ def main(seeds=SEEDS, size=None, measures=MEASURES):
     size = size or CLASSROOM
     rows, failed = [], []
     for seed in seeds:
-        forget()  # the runs of the seed before: each seed's runs are shared only among its comparisons
-        for measure in measures:
-            claims = measure(seed, **size)
-            figures = claims.pop("figures")
-            rows.append(
-                f"| {seed} | {measure.__name__} | {'; '.join(k for k, v in claims.items() if not v) or '-'}"
-                f" | {figures} |"
-            )
-            failed += [f"{claim} (seed {seed})" for claim, held in claims.items() if not held]
+        try:  # a seed's runs are shared among its comparisons only
+            for measure in measures:
+                claims = measure(seed, **size)
+                figures = claims.pop("figures")
+                rows.append(
+                    f"| {seed} | {measure.__name__} | {'; '.join(k for k, v in claims.items() if not v) or '-'}"
+                    f" | {figures} |"
+                )
+                failed += [f"{claim} (seed {seed})" for claim, held in claims.items() if not held]
+        finally:
+            forget()
     verdict = "Every claim held at every seed." if not failed else "Failed: " + "; ".join(failed)
     return (
         f"\n## Notebook 06's training conclusions across seeds\n\n{size}, seeds {list(seeds)}. {verdict}\n\n"

@@ -147,7 +147,7 @@ def alive(process):
         return False
 
 
-def outliving(processes, cap=60):
+def outliving(processes, cap=20):
     """Those of ``processes`` still running once every one has ended or ``cap`` seconds have passed.
 
     A condition, not a schedule: what is about to end on its own (told to stop, not yet gone) is
@@ -158,13 +158,11 @@ def outliving(processes, cap=60):
 
 
 def described(processes):
-    """Each process's pid and command line, for a message."""
+    """Each of ``processes`` that still runs, as its pid and command line (for a message)."""
     lines = []
     for process in processes:
-        try:
+        with contextlib.suppress(psutil.Error):
             lines.append(f"{process.pid}: {' '.join(process.cmdline())[:200]}")
-        except psutil.Error:
-            lines.append(f"{process.pid}: (gone)")
     return lines
 
 

@@ -31,7 +31,6 @@ from browser_session import (
     BrowserUnavailable,
     JupyterLab,
     NotebookTab,
-    alive,
     descendants,
     described,
     find_browser,
@@ -121,9 +120,11 @@ def session(browser_path, tmp_path_factory):
     finally:
         # Both context managers have exited; nothing they started may still run once it has had
         # time to end (Playwright's driver is told to stop and may still be on its way out).
-        leftovers = outliving([p for p in set(started) | set(lab.family) if alive(p)])
-        outlived = described(leftovers)
-        stop_processes(leftovers)
+        candidates, outlived = [*set(started) | set(lab.family)], []
+        try:
+            outlived = described(outliving(candidates))
+        finally:  # even if the test's timeout fires while it waits
+            stop_processes(candidates)
         port_open = lab.port is not None and port_in_use(lab.port)
         assert not outlived, f"processes outlived the test (now killed): {outlived}"
         assert not port_open, f"port {lab.port} still answers after JupyterLab was stopped"

@@ -107,7 +107,7 @@ def test_an_unanswered_exercise_prints_what_is_missing(capsys):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", SEEDS)
-def test_the_comparisons_that_separate_early_hold_at_three_seeds(seed):
+def test_the_comparisons_that_separate_early_hold_at_each_seed(seed):
     # Each contender is trained once at this seed: the comparisons that share one (straight-through,
     # the soft Gumbel-softmax at tau = 1) compare with the same run, as the notebook's cells do.
     try:
