@@ -46,9 +46,13 @@ def contender(name, seed):
         return workbook.DiscreteBottleneck("bernoulli", "score_function", seed=seed)
     if name == "per example":
         return workbook.DiscreteBottleneck("bernoulli", "score_function_loo", samples=2, seed=seed)
-    n_codes = {"vector quantiser, 32 codes": 32, "1,024 codes, restarts": 1024}.get(name, 10)
-    restart_after = 5 if name.endswith("restarts") else None
-    return workbook.VectorQuantizer(n_codes=n_codes, restart_after=restart_after, seed=seed)
+    quantisers = {
+        "vector quantiser, 32 codes": {"n_codes": 32},
+        "10 codes": {"n_codes": 10},
+        "10 codes, restarts": {"n_codes": 10, "restart_after": 5},
+        "1,024 codes, restarts": {"n_codes": 1024, "restart_after": 5},
+    }
+    return workbook.VectorQuantizer(seed=seed, **quantisers[name])  # a name not above is a KeyError
 
 
 @functools.cache
