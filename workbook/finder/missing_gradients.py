@@ -128,10 +128,18 @@ class MissingGradients:
     def after_cell(self, result=None):
         """post_run_cell: the reports for the warnings this cell raised, under its output."""
         pending, self.pending = self.pending, []
-        self._safely(lambda: [self._explain(call) for call in pending])
+        if pending:
+            self._safely(lambda: [self._explain(call) for call in pending])
 
     def _safely(self, report):
-        """Run ``report``; if it fails or is interrupted, one line says so and the student's work goes on."""
+        """Run ``report``; if it fails or is interrupted, one line says so and the student's work goes on.
+
+        What the cell wrote is sent first, its warnings on stderr included, so the help comes after
+        all of it and a note is never parted from the report under it.
+        """
+        for stream in (sys.stderr, sys.stdout):
+            with contextlib.suppress(Exception):  # a stream that cannot flush keeps its text; the report goes on
+                stream.flush()
         try:
             report()
         except KeyboardInterrupt:
