@@ -14,7 +14,8 @@ Its first suggestion takes one of three forms, so that a student can apply it as
   round trip or a discrete metric such as quadratic weighted kappa; the hint says why in
   one line and names what works (a stand-in loss, notebook 06's estimators, or the data pipeline).
 
-When your line does not show the call, the op's general hint is kept. Every fix is applied
+When your line does not show the call, the op's general hint is kept. The words of every
+hint are in :mod:`workbook.finder.hints`; this module chooses among them. Every fix is applied
 as printed to the public cases of tests/finder_fix_corpus.py and
 tests/finder_fix_corpus_deep.py, and a GradientTape checks that the gradient then flows.
 """
@@ -22,40 +23,25 @@ tests/finder_fix_corpus_deep.py, and a GradientTape checks that the gradient the
 import re
 
 from workbook.finder.frames import user_frames
+from workbook.finder.hints import (
+    BITWISE_HINT,
+    BUILT_TENSOR_FIX,
+    GRID_HINT,
+    HONEST_METRIC_HINT,
+    HONEST_METRICS,
+    INDEX_AS_NUMBER_HINT,
+    METRIC_AS_LOSS_HINT,
+    METRICS,
+    NO_GRADIENT_CAN_EXIST,
+    TOKENS_HINT,
+)
 from workbook.finder.rewrites import BITWISE_OPS, rewrite
 
 #: Where Keras's own metric functions live: an op made there, by a metric passed as a loss, is a metric's.
 METRICS_DIR = "keras/src/metrics/"
 
-#: Each metric: the words that name it (in a function's name or a keras.metrics call), its name,
-#: the stand-in loss to train on (code that evaluates to a Keras loss) and that loss's formula.
-METRICS = (
-    (("boxiou", "bboxiou", "boxesiou", "giou"), "box IoU", "workbook.losses.box_iou",
-     "1 - IoU of the corners, with the overlap min(x2) - max(x1) clipped at 0"),
-    (("iou", "jaccard", "meaniou"), "IoU", "workbook.losses.soft_iou",
-     "1 - sum(y_true * y_pred) / (sum(y_true) + sum(y_pred) - sum(y_true * y_pred)), on the probabilities"),
-    (("dice",), "Dice", "workbook.losses.soft_dice",
-     "1 - 2 * sum(y_true * y_pred) / (sum(y_true) + sum(y_pred)), on the probabilities"),
-    (("f1", "fbeta", "fscore"), "F1", "workbook.losses.soft_dice",
-     "1 - soft F1, 1 - 2 * sum(y_true * y_pred) / (sum(y_true) + sum(y_pred)), on the probabilities"),
-    (("auc", "roc"), "AUC", "workbook.losses.pairwise_ranking",
-     "the mean of softplus(-(score of a positive - score of a negative)) over the pairs AUC counts"),
-    (("wer", "cer", "edit", "levenshtein"), "an edit distance (word or character error rate)", "workbook.losses.ctc",
-     "CTC on the per-step logits, the last class the blank"),
-    (("directional", "direction", "mda"), "directional accuracy", "workbook.losses.smooth_directional",
-     "mse + mean(relu(-sign(true change) * predicted change)), growing with every move predicted the wrong way"),
-    (("precision", "recall"), "precision or recall", None,
-     "cross-entropy on the probabilities, whose minimum is the same prediction"),
-    (("accuracy", "acc"), "an accuracy", None,
-     "cross-entropy on the probabilities, whose minimum is the same prediction"),
-)  # fmt: skip
-#: Discrete metrics no stand-in of the same formula makes smooth: they count agreements of hard labels.
-HONEST_METRICS = (
-    (("kappa", "qwk", "cohen"), "quadratic weighted kappa", "workbook.losses.soft_qwk",
-     "1 - kappa with the confusion matrix made of the probabilities"),
-)  # fmt: skip
 #: Ops whose value is a metric of discrete predictions, whatever the function is called.
-METRIC_OPS = {"EditDistance": 5}  # the index into METRICS
+METRIC_OPS = {"EditDistance": 5}  # the index into METRICS (in workbook.finder.hints)
 GATHER_OPS = {"GatherV2", "ResourceGather", "GatherNd", "ResourceGatherNd"}
 CHOICE_OPS = {"ArgMax", "ArgMin"}
 HASH_OPS = {"StringToHashBucketFast", "StringToHashBucketStrong", "StringToHashBucket"}
@@ -99,51 +85,15 @@ def _general(op, hint, uses):
 def _honest(op, uses):
     """The "No gradient can exist" hint for an op whose value no surrogate can pass on, or None."""
     if op.type in DECODER_OPS:
-        return HONEST["decoder"]
+        return NO_GRADIENT_CAN_EXIST["decoder"]
     for ops, kind in ((HASH_OPS, "hash"), (COUNT_OPS, "count"), (IMAGE_CODEC_OPS, "jpeg")):
         if uses & ops:
-            return HONEST[kind]
+            return NO_GRADIENT_CAN_EXIST[kind]
     if op.type == "Cast" and ("embedding" in uses or "ResourceGather" in uses):
-        return HONEST["ids"]
+        return NO_GRADIENT_CAN_EXIST["ids"]
     if op.type in ("Multinomial", "StatelessMultinomial") and "OneHot" not in uses:
-        return HONEST["sample"]
+        return NO_GRADIENT_CAN_EXIST["sample"]
     return None
-
-
-HONEST = {
-    "decoder": (
-        "No gradient can exist through a CTC decoder (a beam or greedy search): it picks whole sequences, and "
-        "its score belongs to that choice. Train on `workbook.losses.ctc` (CTC on the per-step logits, the last "
-        "class the blank), and decode only to predict and to measure."
-    ),
-    "hash": (
-        "No gradient can exist through a hash: its bucket jumps when the value hashed changes at all. Hash "
-        "in the data pipeline (dataset.map, before the model), and let the model learn from the hashed "
-        "buckets' embeddings, or from the float value itself."
-    ),
-    "count": (
-        "No gradient can exist through a count (CategoryEncoding, bincount): integer ids are counted, and a "
-        "count moves in whole steps. Count in the data pipeline; or pick the ids as one-hot rows with "
-        "workbook.sample_latent(logits, 'categorical', 'straight_through') and sum the rows, a count with a gradient."
-    ),
-    "jpeg": (
-        "No gradient can exist through a JPEG round trip: encode_jpeg makes bytes. Apply the JPEG step in the "
-        "data pipeline (as an augmentation of the inputs), or pass the gradient around the whole round trip: "
-        "x + stop_gradient(jpeg(x) - x), with jpeg(x) the decoded image as floats."
-    ),
-    "ids": (
-        "No gradient can exist through token ids made from a float: an Embedding looks rows up by id, and an "
-        "id moves in whole steps. Make the ids in the data pipeline; or have the model output logits over "
-        "the vocabulary, sample one-hot rows with workbook.sample_latent(logits, 'categorical', "
-        "'gumbel_softmax_st') and look up by a product: ops.matmul(one_hot, embedding.embeddings)."
-    ),
-    "sample": (
-        "No gradient can exist through a sampled index: the draw is a choice. Sample a one-hot with notebook "
-        "06's estimators instead: z, log_prob = workbook.sample_latent(logits, 'categorical', "
-        "'gumbel_softmax_st', tau=0.5) gives it a relaxed gradient ('straight_through' and 'score_function', "
-        "which needs log_prob in the loss, are the others)."
-    ),
-}
 
 
 def advise_cause(cause, hint, code=None):
@@ -157,11 +107,8 @@ def advise_cause(cause, hint, code=None):
     if cause != "built_tensor" or found is None:
         return hint
     attribute, expression = found.group(1), found.group(2)
-    return (
-        f"Replace `{found.group(0).split('#')[0].strip()}` with `pass`, and replace `{attribute}` with "
-        f"`{expression}`: a tensor computed once from the weight is a constant to every call; computed in "
-        f"call(), from the weight, it passes the gradient back. {hint}"
-    )
+    line = found.group(0).split("#")[0].strip()
+    return BUILT_TENSOR_FIX.format(line=line, attribute=attribute, expression=expression, hint=hint)
 
 
 def advise_untraceable(hint, code=None):
@@ -178,42 +125,12 @@ def advise_untraceable(hint, code=None):
     return hint
 
 
-TOKENS_HINT = (
-    "argmax picks discrete tokens, and their ids go into an embedding lookup: neither carries a "
-    "gradient. Use a straight-through one-hot (notebook 06): soft = softmax(logits); one_hot = "
-    "soft + stop_gradient(one_hot(argmax(logits)) - soft), and look up by a product instead of ids: "
-    "ops.matmul(one_hot, embedding.embeddings). For sampled tokens: "
-    "workbook.sample_latent(logits, 'categorical', 'gumbel_softmax_st')."
-)
-INDEX_AS_NUMBER_HINT = (
-    "argmax's index is used as a number (a class map, a mask): use the expected index, with the hard "
-    "index forward: soft_index = sum(softmax(x) * arange(classes), axis=-1); "
-    "soft_index + stop_gradient(cast(argmax(x), float) - soft_index). For a one-hot instead: "
-    "soft + stop_gradient(hard - soft) with soft = softmax(x)."
-)
-GRID_HINT = (
-    "These integers are positions to read from (a sampling grid), and a position made by rounding has "
-    "no gradient: interpolate instead. With x0 = floor(x) and i0 = cast(x0, int32), read both "
-    "neighbours and weigh them by (x0 + 1 - x) and (x - x0), computed from the float x: "
-    "gather(v, i0) * (x0 + 1 - x) + gather(v, i0 + 1) * (x - x0) (in 2-D, the four corners, as a "
-    "spatial transformer's bilinear sampler does)."
-)
-
-
 def _metric_hint(found, op):
     (_, name, loss, formula), honest = found
     if honest:
-        return (
-            f"No gradient can exist through {name}: it counts agreements of hard labels, which move in whole "
-            f"steps. Train on `{loss}` ({formula}, lowest at the perfect prediction), and keep {name} as a "
-            "metric (compile(metrics=...))."
-        )
+        return HONEST_METRIC_HINT.format(name=name, loss=loss, formula=formula)
     loss = loss or _cross_entropy(op)
-    return (
-        f"{name[0].upper()}{name[1:]} is a metric used as a loss: it counts hard decisions, so as a whole it has "
-        "no useful gradient, and a straight-through on this one op would leave the next one cut. Train on "
-        f"`{loss}` ({formula}), its differentiable stand-in, and keep {name} as a metric (compile(metrics=...))."
-    )
+    return METRIC_AS_LOSS_HINT.format(Name=name[0].upper() + name[1:], name=name, loss=loss, formula=formula)
 
 
 def _cross_entropy(op):
@@ -224,13 +141,7 @@ def _cross_entropy(op):
 
 
 def _bitwise_hint(ops):
-    names = ", ".join(ops)
-    return (
-        f"The integer goes on through {names} before it is a float again, so a straight-through on this "
-        "op alone leaves the next one cut. Put the whole integer step inside one straight-through: "
-        "x + stop_gradient(f(x) - x), where f(x) is everything from the cast to the cast back to float "
-        "(shaped like x)."
-    )
+    return BITWISE_HINT.format(names=", ".join(ops))
 
 
 def _metric(op, code=None):

@@ -1,8 +1,10 @@
-"""What the finder's report says about each kind of break, op and cause: the advice text.
+"""Every word of the finder's advice: what its report says about each kind of break, op and cause.
 
-Introduced in 03_finding_gradient_killers.ipynb. :mod:`workbook.finder.report` holds
-the report's data classes and rendering; :mod:`workbook.finder.advice` sharpens a hint
-from the code around the op.
+Introduced in 03_finding_gradient_killers.ipynb. The hints by reason, op type and cause;
+the sharper hints :mod:`workbook.finder.advice` chooses from the code around the op; why
+each fix that :mod:`workbook.finder.rewrites` writes in your own code works; and the notes
+of the missing-gradients extension. The modules that choose a text fill it in and never
+write one; :mod:`workbook.finder.report` holds the report's data classes and rendering.
 """
 
 from dataclasses import dataclass
@@ -325,3 +327,188 @@ UNTRACEABLE_WHY = {
     "control_flow": "Python control flow on a tensor's value: TensorFlow sees only the branch that ran",
     "other": "Python code on a tensor's value",
 }
+
+# --- Advice read from the code around the op -------------------------------------------
+# workbook.finder.advice picks one of these from what the op's value goes on to do, and
+# workbook.finder.rewrites writes the fix in your own code; the words are all here.
+
+#: "No gradient can exist": an op whose value no surrogate can pass on, by kind, with what works instead.
+NO_GRADIENT_CAN_EXIST = {
+    "decoder": (
+        "No gradient can exist through a CTC decoder (a beam or greedy search): it picks whole sequences, and "
+        "its score belongs to that choice. Train on `workbook.losses.ctc` (CTC on the per-step logits, the last "
+        "class the blank), and decode only to predict and to measure."
+    ),
+    "hash": (
+        "No gradient can exist through a hash: its bucket jumps when the value hashed changes at all. Hash "
+        "in the data pipeline (dataset.map, before the model), and let the model learn from the hashed "
+        "buckets' embeddings, or from the float value itself."
+    ),
+    "count": (
+        "No gradient can exist through a count (CategoryEncoding, bincount): integer ids are counted, and a "
+        "count moves in whole steps. Count in the data pipeline; or pick the ids as one-hot rows with "
+        "workbook.sample_latent(logits, 'categorical', 'straight_through') and sum the rows, a count with a gradient."
+    ),
+    "jpeg": (
+        "No gradient can exist through a JPEG round trip: encode_jpeg makes bytes. Apply the JPEG step in the "
+        "data pipeline (as an augmentation of the inputs), or pass the gradient around the whole round trip: "
+        "x + stop_gradient(jpeg(x) - x), with jpeg(x) the decoded image as floats."
+    ),
+    "ids": (
+        "No gradient can exist through token ids made from a float: an Embedding looks rows up by id, and an "
+        "id moves in whole steps. Make the ids in the data pipeline; or have the model output logits over "
+        "the vocabulary, sample one-hot rows with workbook.sample_latent(logits, 'categorical', "
+        "'gumbel_softmax_st') and look up by a product: ops.matmul(one_hot, embedding.embeddings)."
+    ),
+    "sample": (
+        "No gradient can exist through a sampled index: the draw is a choice. Sample a one-hot with notebook "
+        "06's estimators instead: z, log_prob = workbook.sample_latent(logits, 'categorical', "
+        "'gumbel_softmax_st', tau=0.5) gives it a relaxed gradient ('straight_through' and 'score_function', "
+        "which needs log_prob in the loss, are the others)."
+    ),
+}
+
+#: argmax's ids go into an embedding lookup.
+TOKENS_HINT = (
+    "argmax picks discrete tokens, and their ids go into an embedding lookup: neither carries a "
+    "gradient. Use a straight-through one-hot (notebook 06): soft = softmax(logits); one_hot = "
+    "soft + stop_gradient(one_hot(argmax(logits)) - soft), and look up by a product instead of ids: "
+    "ops.matmul(one_hot, embedding.embeddings). For sampled tokens: "
+    "workbook.sample_latent(logits, 'categorical', 'gumbel_softmax_st')."
+)
+#: argmax's index is cast to a float and used as a number.
+INDEX_AS_NUMBER_HINT = (
+    "argmax's index is used as a number (a class map, a mask): use the expected index, with the hard "
+    "index forward: soft_index = sum(softmax(x) * arange(classes), axis=-1); "
+    "soft_index + stop_gradient(cast(argmax(x), float) - soft_index). For a one-hot instead: "
+    "soft + stop_gradient(hard - soft) with soft = softmax(x)."
+)
+#: A rounded position is used to read (gather) from a signal.
+GRID_HINT = (
+    "These integers are positions to read from (a sampling grid), and a position made by rounding has "
+    "no gradient: interpolate instead. With x0 = floor(x) and i0 = cast(x0, int32), read both "
+    "neighbours and weigh them by (x0 + 1 - x) and (x - x0), computed from the float x: "
+    "gather(v, i0) * (x0 + 1 - x) + gather(v, i0 + 1) * (x - x0) (in 2-D, the four corners, as a "
+    "spatial transformer's bilinear sampler does)."
+)
+#: The integer goes on through bitwise ops ({names}) before it is a float again.
+BITWISE_HINT = (
+    "The integer goes on through {names} before it is a float again, so a straight-through on this "
+    "op alone leaves the next one cut. Put the whole integer step inside one straight-through: "
+    "x + stop_gradient(f(x) - x), where f(x) is everything from the cast to the cast back to float "
+    "(shaped like x)."
+)
+
+#: Each metric: the words that name it (in a function's name or a keras.metrics call), its name,
+#: the stand-in loss to train on (code that evaluates to a Keras loss) and that loss's formula.
+METRICS = (
+    (("boxiou", "bboxiou", "boxesiou", "giou"), "box IoU", "workbook.losses.box_iou",
+     "1 - IoU of the corners, with the overlap min(x2) - max(x1) clipped at 0"),
+    (("iou", "jaccard", "meaniou"), "IoU", "workbook.losses.soft_iou",
+     "1 - sum(y_true * y_pred) / (sum(y_true) + sum(y_pred) - sum(y_true * y_pred)), on the probabilities"),
+    (("dice",), "Dice", "workbook.losses.soft_dice",
+     "1 - 2 * sum(y_true * y_pred) / (sum(y_true) + sum(y_pred)), on the probabilities"),
+    (("f1", "fbeta", "fscore"), "F1", "workbook.losses.soft_dice",
+     "1 - soft F1, 1 - 2 * sum(y_true * y_pred) / (sum(y_true) + sum(y_pred)), on the probabilities"),
+    (("auc", "roc"), "AUC", "workbook.losses.pairwise_ranking",
+     "the mean of softplus(-(score of a positive - score of a negative)) over the pairs AUC counts"),
+    (("wer", "cer", "edit", "levenshtein"), "an edit distance (word or character error rate)", "workbook.losses.ctc",
+     "CTC on the per-step logits, the last class the blank"),
+    (("directional", "direction", "mda"), "directional accuracy", "workbook.losses.smooth_directional",
+     "mse + mean(relu(-sign(true change) * predicted change)), growing with every move predicted the wrong way"),
+    (("precision", "recall"), "precision or recall", None,
+     "cross-entropy on the probabilities, whose minimum is the same prediction"),
+    (("accuracy", "acc"), "an accuracy", None,
+     "cross-entropy on the probabilities, whose minimum is the same prediction"),
+)  # fmt: skip
+#: Discrete metrics no stand-in of the same formula makes smooth: they count agreements of hard labels.
+HONEST_METRICS = (
+    (("kappa", "qwk", "cohen"), "quadratic weighted kappa", "workbook.losses.soft_qwk",
+     "1 - kappa with the confusion matrix made of the probabilities"),
+)  # fmt: skip
+#: A metric of METRICS used as a loss: {Name} is {name} capitalised.
+METRIC_AS_LOSS_HINT = (
+    "{Name} is a metric used as a loss: it counts hard decisions, so as a whole it has no useful gradient, "
+    "and a straight-through on this one op would leave the next one cut. Train on `{loss}` ({formula}), "
+    "its differentiable stand-in, and keep {name} as a metric (compile(metrics=...))."
+)
+#: A metric of HONEST_METRICS used as a loss.
+HONEST_METRIC_HINT = (
+    "No gradient can exist through {name}: it counts agreements of hard labels, which move in whole steps. "
+    "Train on `{loss}` ({formula}, lowest at the perfect prediction), and keep {name} as a metric "
+    "(compile(metrics=...))."
+)
+#: A tensor built once from a weight in build() (``line``, ``attribute = expression``), then the cause's hint.
+BUILT_TENSOR_FIX = (
+    "Replace `{line}` with `pass`, and replace `{attribute}` with `{expression}`: a tensor computed once from "
+    "the weight is a constant to every call; computed in call(), from the weight, it passes the gradient back. {hint}"
+)
+
+# --- Fixes written in your own code (workbook.finder.rewrites) ----------------------------
+
+#: A replacement; its first code is OLD, as tests/test_finder_advice.py reads it.
+REPLACE = "Replace `{old}` with `{new}`: {why}."
+#: Two replacements, made together.
+REPLACE_TWO = "Replace `{old}` with `{new}`, and replace `{second_old}` with `{second_new}`: {why}."
+STRAIGHT_THROUGH = "it keeps the forward value and passes the gradient through as 1 (straight-through)"
+#: Why each rewrite keeps the forward value and lets the gradient through, by the rewrite's kind.
+REWRITE_WHY = {
+    "step": "{name} has no useful gradient; " + STRAIGHT_THROUGH,
+    "grid": (
+        "a position made by rounding has no gradient, so read both neighbours and weigh them by how near "
+        "the position is (linear interpolation, what a spatial transformer's sampler does)"
+    ),
+    "cast": "the same whole numbers, as floats; " + STRAIGHT_THROUGH,
+    "bitwise": (
+        "the integer goes on through bitwise ops, so a straight-through on the cast alone would leave the next "
+        "op cut; this one spans the whole integer step, from the cast to the cast back to float"
+    ),
+    "comparison": (
+        "the same 0 or 1 forward, and backward the slope of a steep sigmoid of the difference, so the gradient "
+        "reaches both sides of the comparison"
+    ),
+    "one_hot": "the same one-hot forward, and backward the softmax's gradient (a straight-through one-hot)",
+    "lookup": (
+        "ids carry no gradient, a product does: the same rows forward, chosen by a straight-through one-hot, "
+        "and the gradient reaches both the scores and the table"
+    ),
+    "index": "the index is used as a number: the same index forward, and backward the gradient of the expected index",
+    "shuffle": "a permutation of the first axis like shuffle's, and gather passes the gradient back",
+    "area": "averaging each block is what an area resize by a whole factor does",
+    "bincount": "the same sums of the weights per id, and the gradient reaches the weights",
+    "same_shape": (
+        "TensorFlow has no gradient for {op}; this keeps its output forward and passes the gradient "
+        "back as if it were the identity, the usual estimate for an image adjustment (BPDA)"
+    ),
+    "sampling": (
+        "a sampled index has no gradient; a one-hot sample from workbook.sample_latent (notebook 06) has a "
+        "relaxed one (Gumbel-softmax, straight-through), so the one_hot of the index goes"
+    ),
+}
+
+# --- The missing-gradients extension's notes (workbook.finder.missing_gradients) -----------
+# {name} is the extension's name, which starts each line of its own.
+
+#: Above the report, under the error or the cell's output.
+REPORTED_ON = "The op that cut the gradient, found by workbook.find_gradient_breaks on {description}:"
+#: What the report was found on: the first batch of a dataset, or the first rows of arrays.
+FIRST_BATCH = "model {model!r} and the first batch ({rows} rows) of this call's dataset"
+FIRST_ROWS = "model {model!r} and the first {rows} rows of this call's data"
+#: Why the extension did not read a batch ({why_not}, one of the reasons below), and what to paste.
+NOT_READ = "{name}: {why_not}. To name the op that cut the gradient, pass one batch: {call}"
+GENERATOR = "the batches of this call come from a generator, which it does not read again (that would take your data)"
+PIPELINE = (
+    "the batches of this call come from a tf.data pipeline with a generator, a shuffle, random ops or a cache, "
+    "which it does not read again (that would change what your training reads)"
+)
+NOT_TUPLES = "its batches are not (x, y) or (x, y, sample_weight) tuples"
+ONLY_ARRAYS = "it reads a batch only from NumPy arrays and tensors, and this call was given {given}"
+#: An optimizer step in a loop of your own: the model to pass, as your line names it.
+OWN_LOOP = (
+    "No variable got a gradient. To name the op that cut it, pass your model and one batch to "
+    "the finder: workbook.find_gradient_breaks({model}, (x_batch, y_batch), loss=your_loss)."
+)
+#: When the finder itself fails, or is interrupted: the student's work goes on.
+COULD_NOT_FOLLOW = "{name} could not follow the gradient of {description}: {error}"
+NO_CULPRIT = "{name}: no culprit named, it failed: {error}"
+INTERRUPTED = "{name}: interrupted while it looked for the op that cut the gradient; no culprit this time."

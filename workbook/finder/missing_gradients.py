@@ -31,6 +31,8 @@ import linecache
 import sys
 from dataclasses import dataclass
 
+from workbook.finder import hints
+
 NO_GRADIENTS = "No gradients provided for any variable"
 SOME_MISSING = "Gradients do not exist for variables"
 #: The Keras methods whose frame holds the model and the data of a training call.
@@ -41,12 +43,7 @@ DATA_ARGUMENTS = ("x", "y", "sample_weight", "batch_size")
 DEFAULT_BATCH = 32
 #: What the extension's own lines start with, so that they are not taken for Keras's.
 NAME = "workbook.finder.missing_gradients"
-INTERRUPTED = f"{NAME}: interrupted while it looked for the op that cut the gradient; no culprit this time."
-GENERATOR = "the batches of this call come from a generator, which it does not read again (that would take your data)"
-PIPELINE = (
-    "the batches of this call come from a tf.data pipeline with a generator, a shuffle, random ops or a cache, "
-    "which it does not read again (that would change what your training reads)"
-)
+INTERRUPTED = hints.INTERRUPTED.format(name=NAME)
 
 _ACTIVE = {}  # shell -> its MissingGradients, while loaded
 
@@ -145,7 +142,7 @@ class MissingGradients:
         except KeyboardInterrupt:
             print(INTERRUPTED)
         except Exception as error:
-            print(f"{NAME}: no culprit named, it failed: {_one_line(error)}")
+            print(hints.NO_CULPRIT.format(name=NAME, error=_one_line(error)))
 
     def _explain_error(self, value, tb):
         positions = _traceback_positions(tb)
@@ -164,15 +161,15 @@ class MissingGradients:
 
         example, why_not = _first_batch_of(call)
         if example is None:
-            print(f"{NAME}: {why_not}. To name the op that cut the gradient, pass one batch: {_call_to_paste(call)}")
+            print(hints.NOT_READ.format(name=NAME, why_not=why_not, call=_call_to_paste(call)))
             return
         description = _description(call, example)
         try:
             report = find_gradient_breaks(call.model, example)
         except Exception as error:  # the student's error above is what matters; say why there is no more
-            print(f"{NAME} could not follow the gradient of {description}: {_one_line(error)}")
+            print(hints.COULD_NOT_FOLLOW.format(name=NAME, description=description, error=_one_line(error)))
             return
-        print(f"The op that cut the gradient, found by workbook.find_gradient_breaks on {description}:")
+        print(hints.REPORTED_ON.format(description=description))
         display(report)
 
 
@@ -283,10 +280,10 @@ def _first_batch_of_dataset(dataset):
     from workbook.core.internals import dataset_reads_again_alike
 
     if not dataset_reads_again_alike(dataset):
-        return None, PIPELINE
+        return None, hints.PIPELINE
     batch = next(iter(dataset), None)  # a new iterator: the ones fit uses are left as they were
     if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
-        return None, "its batches are not (x, y) or (x, y, sample_weight) tuples"
+        return None, hints.NOT_TUPLES
     return tuple(batch), None
 
 
@@ -302,17 +299,17 @@ def _why_not_read(x, y):
     import keras
 
     if isinstance(x, keras.utils.PyDataset) or hasattr(type(x), "__next__"):
-        return GENERATOR
+        return hints.GENERATOR
     given = type(x).__name__ if y is None or _is_array(x) else f"{type(x).__name__} and {type(y).__name__}"
-    return f"it reads a batch only from NumPy arrays and tensors, and this call was given {given}"
+    return hints.ONLY_ARRAYS.format(given=given)
 
 
 def _description(call, example):
     rows = len(example[0])
     if isinstance(call.arguments.get("x"), _dataset_type()):
-        return f"model {call.model.name!r} and the first batch ({rows} rows) of this call's dataset"
+        return hints.FIRST_BATCH.format(model=call.model.name, rows=rows)
     # Not "the first batch": fit shuffles arrays, so its first batch is other rows.
-    return f"model {call.model.name!r} and the first {rows} rows of this call's data"
+    return hints.FIRST_ROWS.format(model=call.model.name, rows=rows)
 
 
 def _dataset_type():
@@ -374,7 +371,4 @@ def _own_loop_note(positions):
     receivers = _receivers(*yours[-1], names=("trainable_variables", "trainable_weights")) if yours else []
     plain = [r for r in receivers if not any(isinstance(node, ast.Call) for node in ast.walk(r))]
     name = ast.unparse(plain[0]) if len(receivers) == 1 and plain else "model"
-    return (
-        "No variable got a gradient. To name the op that cut it, pass your model and one batch to "
-        f"the finder: workbook.find_gradient_breaks({name}, (x_batch, y_batch), loss=your_loss)."
-    )
+    return hints.OWN_LOOP.format(model=name)

@@ -8,12 +8,15 @@ gradient through, written with your own argument expressions and names that run 
 ``workbook``, ``keras``, ``ops`` (keras.ops) and ``tf`` are imported. When the call is not
 on the line (a call split over lines, an op made inside a library), it returns None and
 the op's general hint is used. tests/finder_fix_corpus_deep.py applies each one as printed.
+The words of each fix (why it keeps the forward value and lets the gradient through) are
+in :mod:`workbook.finder.hints`.
 """
 
 import re
 
 from workbook.finder.calls import calls, comparison, named, wrap
 from workbook.finder.frames import user_frame
+from workbook.finder.hints import REPLACE, REPLACE_TWO, REWRITE_WHY
 
 SURROGATE_OF = {"Round": "round_ste", "Floor": "floor_ste", "Sign": "sign_ste"}
 STEP_NAMES = {"Round": {"round"}, "Rint": {"rint", "round"}, "Floor": {"floor"}, "Ceil": {"ceil"}, "Sign": {"sign"}}
@@ -22,15 +25,14 @@ CASTS = {"cast", "to_float", "to_float32"}
 WHERES = {"where", "switch"}
 COMPARISON_CALLS = {"greater": "Greater", "greater_equal": "GreaterEqual", "less": "Less", "less_equal": "LessEqual"}
 STEP = "workbook.SURROGATES['step_sigmoid']"
-STRAIGHT_THROUGH = "it keeps the forward value and passes the gradient through as 1 (straight-through)"
 
 
 def replace(old, new, why):
-    """The hint text of a replacement: its first code is OLD, as tests/test_finder_advice.py reads it.
+    """The hint text of a replacement (``REPLACE``), ``why`` one of ``REWRITE_WHY``: its first code is OLD.
 
     NEW is parenthesized unless it is one call, so that it means the same wherever OLD stood.
     """
-    return f"Replace `{old}` with `{wrap(new)}`: {why}."
+    return REPLACE.format(old=old, new=wrap(new), why=why)
 
 
 def step_op(op, code, uses):
@@ -48,7 +50,7 @@ def step_op(op, code, uses):
         if surrogate
         else f"{wrap(x)} + ops.stop_gradient({call.text} - {wrap(x)})"
     )
-    return replace(call.text, new, f"{call.name} has no useful gradient; {STRAIGHT_THROUGH}")
+    return replace(call.text, new, REWRITE_WHY["step"].format(name=call.name))
 
 
 def grid(code, inner):
@@ -60,11 +62,7 @@ def grid(code, inner):
             index = f"tf.cast({low}, tf.int32)"
             below = f"tf.gather({signal}, {index}) * ({low} + 1.0 - {x})"
             new = f"{below} + tf.gather({signal}, {index} + 1) * ({x} - {low})"
-            why = (
-                "a position made by rounding has no gradient, so read both neighbours and weigh them by how near "
-                "the position is (linear interpolation, what a spatial transformer's sampler does)"
-            )
-            return replace(call.text, new, why)
+            return replace(call.text, new, REWRITE_WHY["grid"])
     return None
 
 
@@ -78,7 +76,7 @@ def cast_op(op, code, uses):
     if uses & GATHER_OPS:
         return None
     new = f"workbook.SURROGATES['cast_int_ste']({call.args[0]})"
-    return replace(call.text, new, f"the same whole numbers, as floats; {STRAIGHT_THROUGH}")
+    return replace(call.text, new, REWRITE_WHY["cast"])
 
 
 def _int_cast(op, code):
@@ -99,11 +97,7 @@ def bitwise(op, cast):
         return None
     x = wrap(cast.args[0])
     new = f"{x} + ops.stop_gradient({back.text} - {x})"
-    why = (
-        "the integer goes on through bitwise ops, so a straight-through on the cast alone would leave the next "
-        "op cut; this one spans the whole integer step, from the cast to the cast back to float"
-    )
-    return replace(back.text, new, why)
+    return replace(back.text, new, REWRITE_WHY["bitwise"])
 
 
 def _cast_back(op):
@@ -138,17 +132,11 @@ def comparison_op(op, code, uses):
         if step is None:
             continue
         if call.name in CASTS and "float" in (call.argument(1, "dtype") or "float"):
-            return replace(call.text, step, _STEP_WHY)
+            return replace(call.text, step, REWRITE_WHY["comparison"])
         if call.name in WHERES and len(call.args) == 3:
             then, otherwise = wrap(call.args[1]), wrap(call.args[2])
-            return replace(call.text, f"{step} * {then} + (1.0 - {step}) * {otherwise}", _STEP_WHY)
+            return replace(call.text, f"{step} * {then} + (1.0 - {step}) * {otherwise}", REWRITE_WHY["comparison"])
     return None
-
-
-_STEP_WHY = (
-    "the same 0 or 1 forward, and backward the slope of a steep sigmoid of the difference, so the gradient "
-    "reaches both sides of the comparison"
-)
 
 
 def _step(condition):
@@ -204,8 +192,7 @@ def _one_hot(call, choice, soft):
     if call.name != "one_hot" or not call.args or call.args[0] != choice.text:
         return None
     new = f"{soft} + ops.stop_gradient({call.text} - {soft})"
-    why = "the same one-hot forward, and backward the softmax's gradient (a straight-through one-hot)"
-    return replace(call.text, new, why)
+    return replace(call.text, new, REWRITE_WHY["one_hot"])
 
 
 def _lookup(call, choice, soft, classes, uses):
@@ -216,11 +203,7 @@ def _lookup(call, choice, soft, classes, uses):
     else:
         return None
     one_hot = f"{soft} + ops.stop_gradient(ops.one_hot({choice.text}, {classes}) - {soft})"
-    why = (
-        "ids carry no gradient, a product does: the same rows forward, chosen by a straight-through one-hot, "
-        "and the gradient reaches both the scores and the table"
-    )
-    return replace(call.text, f"ops.matmul({one_hot}, {table})", why)
+    return replace(call.text, f"ops.matmul({one_hot}, {table})", REWRITE_WHY["lookup"])
 
 
 def _index(call, choice, soft, classes):
@@ -231,8 +214,7 @@ def _index(call, choice, soft, classes):
     expected = f"ops.sum({soft} * ops.arange({classes}, dtype='float32'), axis=-1)"
     soft_value = call.text.replace(choice.text, expected)
     new = f"{soft_value} + ops.stop_gradient({call.text} - {soft_value})"
-    why = "the index is used as a number: the same index forward, and backward the gradient of the expected index"
-    return replace(call.text, new, why)
+    return replace(call.text, new, REWRITE_WHY["index"])
 
 
 def shuffle_op(op, code, uses):
@@ -244,9 +226,7 @@ def shuffle_op(op, code, uses):
     x = call.args[0]
     rest = "".join(f", {a}" for a in call.args[1:]) + "".join(f", {k}={v}" for k, v in call.keywords.items())
     new = f"tf.gather({x}, tf.random.shuffle(tf.range(tf.shape({x})[0]){rest}))"
-    return replace(
-        call.text, new, "a permutation of the first axis like shuffle's, and gather passes the gradient back"
-    )
+    return replace(call.text, new, REWRITE_WHY["shuffle"])
 
 
 def area_op(op, code, uses):
@@ -254,7 +234,7 @@ def area_op(op, code, uses):
     factor = _area_factor(op)
     if factor is None:
         return None
-    why = "averaging each block is what an area resize by a whole factor does"
+    why = REWRITE_WHY["area"]
     found = [call for call in named(code, {"resize", "resize_area"}) if call.args]
     if found:
         return replace(found[-1].text, f"tf.nn.avg_pool2d({found[-1].args[0]}, {factor}, {factor}, 'VALID')", why)
@@ -280,7 +260,7 @@ def bincount_op(op, code, uses):
         return None
     call = found[-1]
     new = f"tf.math.unsorted_segment_sum({call.argument(1, 'weights')}, {call.args[0]}, {size})"
-    return replace(call.text, new, "the same sums of the weights per id, and the gradient reaches the weights")
+    return replace(call.text, new, REWRITE_WHY["bincount"])
 
 
 def same_shape_op(op, code, uses):
@@ -293,10 +273,7 @@ def same_shape_op(op, code, uses):
         return None
     call = found[-1]
     x = wrap(call.args[0])
-    why = (
-        f"TensorFlow has no gradient for {op.type}; this keeps its output forward and passes the gradient "
-        "back as if it were the identity, the usual estimate for an image adjustment (BPDA)"
-    )
+    why = REWRITE_WHY["same_shape"].format(op=op.type)
     return replace(call.text, f"{x} + ops.stop_gradient({call.text} - {x})", why)
 
 
@@ -318,11 +295,9 @@ def sampling_op(op, code, uses):
     seed = call.argument(3, "seed")
     new = f"workbook.sample_latent({call.args[0]}, 'categorical', 'gumbel_softmax_st', tau=0.5"
     new += f", seed={seed})[0]" if seed else ")[0]"
-    why = (
-        "a sampled index has no gradient; a one-hot sample from workbook.sample_latent (notebook 06) has a "
-        "relaxed one (Gumbel-softmax, straight-through), so the one_hot of the index goes"
+    return REPLACE_TWO.format(
+        old=old, new=new, second_old=one_hot.text, second_new=one_hot.args[0], why=REWRITE_WHY["sampling"]
     )
-    return f"Replace `{old}` with `{new}`, and replace `{one_hot.text}` with `{one_hot.args[0]}`: {why}."
 
 
 def _one_hot_of_sample(op):
