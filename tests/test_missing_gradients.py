@@ -137,15 +137,16 @@ def test_a_warning_keeps_its_place_and_the_culprit_follows_the_cells_output(cell
     # The warning (stderr) and the cell's print (stdout) reach Jupyter on two streams, whose order
     # between them the kernel does not fix (each is sent when its buffer is flushed); everything
     # the cell wrote comes before the note, and the note stays straight above its report.
-    *streams, report = cell.outputs
-    assert report["output_type"] == "display_data" and all(o["output_type"] == "stream" for o in streams), cell.outputs
+    found = kinds(cell)  # consecutive writes to one stream joined, however many messages they came in
+    assert found[-2:] == ["stdout", "display_data"] and set(found[:-2]) <= {"stdout", "stderr"}, cell.outputs
+    runs = [(kind, stream_text(cell, position)) for position, kind in enumerate(found[:-1])]
     note = "The op that cut the gradient, found by workbook.find_gradient_breaks on model 'sequential_1'"
-    assert streams[-1]["name"] == "stdout" and note in streams[-1]["text"], cell.outputs
-    written = {"stdout": "", "stderr": ""}
-    for stream in streams:
-        written[stream["name"]] += stream["text"]
-    own_stdout, _, _ = written["stdout"].partition(note)
-    assert own_stdout == "trained for 1 epoch\n", written
+    before, _, rest = runs[-1][1].partition(note)
+    assert rest.count("\n") == 1 and rest.endswith("\n"), runs  # the note, one line, straight above its report
+    written = {"stdout": before, "stderr": ""}
+    for kind, text in runs[:-1]:
+        written[kind] += text
+    assert written["stdout"] == "trained for 1 epoch\n", written
     assert "Gradients do not exist for variables" in written["stderr"]
     report = report_text(cell)
     assert "Round" in report and f"cell In[{cell.execution_count}], line 2" in report and "dense_1" in report, report

@@ -41,7 +41,7 @@ from workbook.finder.rewrites import BITWISE_OPS, rewrite
 METRICS_DIR = "keras/src/metrics/"
 
 #: Ops whose value is a metric of discrete predictions, whatever the function is called.
-METRIC_OPS = {"EditDistance": 5}  # the index into METRICS (in workbook.finder.hints)
+METRIC_OPS = {"EditDistance": "levenshtein"}  # a word that names its entry of METRICS
 GATHER_OPS = {"GatherV2", "ResourceGather", "GatherNd", "ResourceGatherNd"}
 CHOICE_OPS = {"ArgMax", "ArgMin"}
 HASH_OPS = {"StringToHashBucketFast", "StringToHashBucketStrong", "StringToHashBucket"}
@@ -148,7 +148,7 @@ def _metric(op, code=None):
     """(METRICS or HONEST_METRICS entry, honest) for an op made by a metric's code or feeding a metric op; else None."""
     for consumer in _forward(op):
         if consumer.type in METRIC_OPS:
-            return METRICS[METRIC_OPS[consumer.type]], False
+            return next(metric for metric in METRICS if METRIC_OPS[consumer.type] in metric[0]), False
     words = _metric_words(op, code)
     for table, honest in ((HONEST_METRICS, True), (METRICS, False)):
         for metric in table:

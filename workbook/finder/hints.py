@@ -1,10 +1,10 @@
-"""Every word of the finder's advice: what its report says about each kind of break, op and cause.
+"""The words of the finder's advice: what its report says about each kind of break, op and cause.
 
 Introduced in 03_finding_gradient_killers.ipynb. The hints by reason, op type and cause;
 the sharper hints :mod:`workbook.finder.advice` chooses from the code around the op; why
 each fix that :mod:`workbook.finder.rewrites` writes in your own code works; and the notes
-of the missing-gradients extension. The modules that choose a text fill it in and never
-write one; :mod:`workbook.finder.report` holds the report's data classes and rendering.
+of the missing-gradients extension. The modules that choose a text fill it in with names
+and code; :mod:`workbook.finder.report` holds the report's data classes and rendering.
 """
 
 from dataclasses import dataclass
@@ -450,8 +450,10 @@ BUILT_TENSOR_FIX = (
 REPLACE = "Replace `{old}` with `{new}`: {why}."
 #: Two replacements, made together.
 REPLACE_TWO = "Replace `{old}` with `{new}`, and replace `{second_old}` with `{second_new}`: {why}."
+#: What a straight-through surrogate does, said of a rewrite.
 STRAIGHT_THROUGH = "it keeps the forward value and passes the gradient through as 1 (straight-through)"
-#: Why each rewrite keeps the forward value and lets the gradient through, by the rewrite's kind.
+#: Why each rewrite keeps the forward value and lets the gradient through, by the rewrite's kind;
+#: "step" ({name}: the call's name) and "same_shape" ({op}: the op's type) are to be filled in.
 REWRITE_WHY = {
     "step": "{name} has no useful gradient; " + STRAIGHT_THROUGH,
     "grid": (
@@ -487,7 +489,7 @@ REWRITE_WHY = {
 }
 
 # --- The missing-gradients extension's notes (workbook.finder.missing_gradients) -----------
-# {name} is the extension's name, which starts each line of its own.
+# {name} is the extension's name, which starts each line that says why it named no culprit.
 
 #: Above the report, under the error or the cell's output.
 REPORTED_ON = "The op that cut the gradient, found by workbook.find_gradient_breaks on {description}:"

@@ -129,20 +129,13 @@ class MissingGradients:
             self._safely(lambda: [self._explain(call) for call in pending])
 
     def _safely(self, report):
-        """Run ``report``; if it fails or is interrupted, one line says so and the student's work goes on.
-
-        What the cell wrote is sent first, its warnings on stderr included, so the help comes after
-        all of it and a note is never parted from the report under it.
-        """
-        for stream in (sys.stderr, sys.stdout):
-            with contextlib.suppress(Exception):  # a stream that cannot flush keeps its text; the report goes on
-                stream.flush()
+        """Run ``report``; if it fails or is interrupted, one line says so and the student's work goes on."""
         try:
             report()
         except KeyboardInterrupt:
-            print(INTERRUPTED)
+            _say(INTERRUPTED)
         except Exception as error:
-            print(hints.NO_CULPRIT.format(name=NAME, error=_one_line(error)))
+            _say(hints.NO_CULPRIT.format(name=NAME, error=_one_line(error)))
 
     def _explain_error(self, value, tb):
         positions = _traceback_positions(tb)
@@ -152,7 +145,7 @@ class MissingGradients:
         if call is not None:
             self._explain(call)
         else:
-            print(_own_loop_note(positions))
+            _say(_own_loop_note(positions))
 
     def _explain(self, call):
         from IPython.display import display
@@ -161,16 +154,28 @@ class MissingGradients:
 
         example, why_not = _first_batch_of(call)
         if example is None:
-            print(hints.NOT_READ.format(name=NAME, why_not=why_not, call=_call_to_paste(call)))
+            _say(hints.NOT_READ.format(name=NAME, why_not=why_not, call=_call_to_paste(call)))
             return
         description = _description(call, example)
         try:
             report = find_gradient_breaks(call.model, example)
         except Exception as error:  # the student's error above is what matters; say why there is no more
-            print(hints.COULD_NOT_FOLLOW.format(name=NAME, description=description, error=_one_line(error)))
+            _say(hints.COULD_NOT_FOLLOW.format(name=NAME, description=description, error=_one_line(error)))
             return
-        print(hints.REPORTED_ON.format(description=description))
-        display(report)
+        _say(hints.REPORTED_ON.format(description=description))
+        display(report)  # at once: nothing is written between the note and its report
+
+
+def _say(text):
+    """Print one of the extension's lines after all that the cell wrote so far.
+
+    Both streams are sent first, stdout then stderr as the kernel itself sends them, so that a
+    warning still waiting on stderr is shown before the help, never between a note and its report.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a stream that cannot flush keeps its text
+            stream.flush()
+    print(text)
 
 
 def _one_line(error):
