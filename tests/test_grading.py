@@ -298,22 +298,29 @@ print("flooded:", json.dumps(dict(window=window, children=len(children), stopped
 model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
 """
 
+# An answer that never ends (it waits: see loop_and_kill below).
+ENDLESS = "import time\n\nwhile True:\n    time.sleep(1)"
+
 # After every cell from here on, part (c)'s recording replaced by 1.5 MB that would inflate to
 # 1.5 GB in the grader's verdict process.
-INFLATER = """import os, zipfile
+INFLATER = """import io, os, zipfile
 import numpy as np
+
+packed = io.BytesIO()  # made once: deflating 1.5 GB of zeros takes seconds, writing 1.5 MB does not
+header = {"descr": "<f4", "fortran_order": False, "shape": (384 * 2**20,)}
+with (
+    zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as archive,
+    archive.open("weight_0.npy", "w", force_zip64=True) as member,
+):
+    np.lib.format.write_array_header_1_0(member, header)
+    for _ in range(384):
+        member.write(bytes(2**22))
 
 
 def inflate(result):
     os.makedirs("grading_artifacts", exist_ok=True)
-    header = {"descr": "<f4", "fortran_order": False, "shape": (384 * 2**20,)}
-    with (
-        zipfile.ZipFile("grading_artifacts/c_reconstruction.npz", "w", zipfile.ZIP_DEFLATED) as archive,
-        archive.open("weight_0.npy", "w", force_zip64=True) as member,
-    ):
-        np.lib.format.write_array_header_1_0(member, header)
-        for _ in range(384):
-            member.write(bytes(2**22))
+    with open("grading_artifacts/c_reconstruction.npz", "wb") as file:
+        file.write(packed.getvalue())
 
 
 get_ipython().events.register("post_run_cell", inflate)
@@ -404,9 +411,11 @@ STUDENTS = {
         {"a_forward": 1, "a_gradient": 0, "b_culprit": 0, "b_fix": 0, "c_reconstruction": 0},
     ),
     # (a) and (b)'s fix right; an answer that never ends, and one that ends the kernel: each
-    # costs its own cell, and the cells after them are graded
+    # costs its own cell, and the cells after them are graded. The endless loop waits instead of
+    # spinning: the cell's limit stops either the same way, and a spinning one would burn the
+    # limit's seconds of CPU beside the classmates graded at the same time.
     "loop_and_kill": (
-        dict(answers=all_solutions(b_culprit_answer="while True:\n    pass", c_train_answer="import os\nos._exit(1)")),
+        dict(answers=all_solutions(b_culprit_answer=ENDLESS, c_train_answer="import os\nos._exit(1)")),
         {"a_forward": 1, "a_gradient": 2, "b_culprit": 0, "b_fix": 2, "c_reconstruction": 0},
     ),
     # the release with one 50 MB line printed
