@@ -19,6 +19,7 @@ honest work, and the honest students graded beside it keep their grades.
 import contextlib
 import csv
 import json
+import math
 import os
 import pathlib
 import re
@@ -1386,7 +1387,10 @@ def control_groups_missing():
 def test_a_process_that_outlasts_its_box_is_killed_and_counted():
     from workbook.course.sandbox import Box
 
-    box = Box()
+    for bad in (-1, math.nan, "10"):
+        with pytest.raises(ValueError, match="Box: grace_seconds="):
+            Box(grace_seconds=bad)
+    box = Box(grace_seconds=1)  # the grader's boxes wait 10 s (GRACE_SECONDS): the same kill, sooner
     problem = box.limit()
     if problem:
         box.remove()
@@ -1398,7 +1402,9 @@ def test_a_process_that_outlasts_its_box_is_killed_and_counted():
         while any(str(lasting.pid) not in (group / "cgroup.procs").read_text().split() for group in box.cgroups):
             assert time.monotonic() < deadline, "the process did not join the box's groups within 60 s"
             time.sleep(0.1)
+        asked = time.monotonic()
         assert box.remove() is None
+        assert time.monotonic() - asked >= 1  # given its grace first
         assert box.killed == 1
         assert lasting.wait(timeout=60) == -signal.SIGKILL
     finally:

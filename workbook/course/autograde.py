@@ -205,7 +205,8 @@ class GuardedExecute(Execute):
             self.log.info("The box held at most %.0f MiB of memory.", peak / 2**20)
         left = box.remove()
         if box.killed:
-            self.log.warning("%d of the box's processes still ran 10 s into the box's removal: killed.", box.killed)
+            killed, grace = box.killed, box.grace_seconds
+            self.log.warning("%d of the box's processes still ran %g s into the box's removal: killed.", killed, grace)
         if left:
             self.log.error("%s.", left)
 

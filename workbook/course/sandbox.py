@@ -40,7 +40,7 @@ import time
 
 from jupyter_client.manager import AsyncKernelManager
 
-from workbook.core.arguments import check_count
+from workbook.core.arguments import check_count, is_number, refuse
 
 __all__ = [
     "Box",
@@ -71,6 +71,9 @@ MAX_MEMORY_BYTES = 4 * 2**30
 MAX_DISK_BYTES = 512 * 2**20
 #: ... and files (and folders): far more than the assignment writes.
 MAX_FILES = 100_000
+#: How long :meth:`Box.remove` waits for the box's last processes to end on their own before it
+#: kills them (seconds): a kernel told to shut down takes a moment to go.
+GRACE_SECONDS = 10.0
 _CGROUP = pathlib.Path("/sys/fs/cgroup")
 #: The machine's folders a kernel sees (read-only): programs, libraries, settings, devices' facts.
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
@@ -87,16 +90,20 @@ class Box:
     """One submission's folders: ``work`` (the kernel's working folder), ``home``, ``kernel`` (sockets).
 
     Owned by the sandbox's user, inside a fresh temporary folder of the grader's; removed by
-    :meth:`remove`.
+    :meth:`remove`, which gives the box's last processes ``grace_seconds`` to end on their own
+    before it kills them.
     """
 
-    def __init__(self, user="nobody"):
+    def __init__(self, user="nobody", grace_seconds=GRACE_SECONDS):
+        if not is_number(grace_seconds, low=0):
+            refuse("grace_seconds", grace_seconds, "a finite number of seconds of at least 0, e.g. 10", "Box")
+        self.grace_seconds = float(grace_seconds)
         self.root = pathlib.Path(tempfile.mkdtemp(prefix="workbook-box-"))
         self.work, self.home, self.kernel = self.root / "work", self.root / "home", self.root / "kernel"
         self.uid = self.gid = None
         self.cgroups = []
         self.mounted = False
-        self.killed = 0  # processes still running 10 s into :meth:`remove`, killed then
+        self.killed = 0  # processes still running ``grace_seconds`` into :meth:`remove`, killed then
         if os.geteuid() == 0 and _can_run_python_as(user):
             entry = pwd.getpwnam(user)
             self.uid, self.gid = entry.pw_uid, entry.pw_gid
@@ -191,14 +198,15 @@ class Box:
         """Remove the box's groups once the last of its processes has gone, killing any that stay; how many were."""
         killed = set()
         for group in self.cgroups:
-            for attempt in range(150):
+            deadline = time.monotonic() + self.grace_seconds
+            for _attempt in range(int(self.grace_seconds * 10) + 50):
                 try:
                     group.rmdir()
                     break
                 except FileNotFoundError:
                     break
-                except OSError:  # still busy: its processes take a moment to die; after 10 s, they are killed
-                    if attempt >= 100:
+                except OSError:  # still busy: its processes take a moment to die; after the grace, they are killed
+                    if time.monotonic() >= deadline:
                         killed |= _kill_every_process_in(group)
                     time.sleep(0.1)
         self.cgroups = []
