@@ -5,8 +5,9 @@ each student fetches it in a home of their own, answers, and submits; the instru
 generates feedback and exports the grades: all through nbgrader's own classes in this process
 (as those commands run them, without seconds of start-up each). The class of 31 is autograded
 through the command line, two submissions at a time (``python -m workbook.course.grade_class``:
-each attack beside an honest classmate, each in an ``nbgrader autograde`` of its own, then the
-rest of the class in two), in subprocesses whose environment a hub would give them (a fresh
+the attacks on their neighbours in one ``nbgrader autograde`` and as many honest classmates in
+another, side by side, the k-th of each starting together; then the rest of the class in two),
+in subprocesses whose environment a hub would give them (a fresh
 home, no PYTEST_* or TF_* variables; under pytest, ipykernel hides the kernel's stderr, which
 nbgrader counts against a cell). One class is graded per test run and shared by the tests below.
 
@@ -16,6 +17,7 @@ one of the attacks a strong student tried (and variations): each earns nothing b
 honest work, and the honest students graded beside it keep their grades.
 """
 
+import concurrent.futures
 import contextlib
 import csv
 import json
@@ -607,18 +609,58 @@ def per_box_limits_missing():
         box.remove()
 
 
-def grading_rounds(students):
-    """The class in rounds, each graded two at a time: each attack on its neighbours with its own honest
-    classmate (so that both start together), then the rest."""
-    classmates = [student for student in students if student.startswith("classmate_")]
-    pairs = [[classmates.pop(0), attack] for attack in BESIDE_A_CLASSMATE]
-    paired = {name for pair in pairs for name in pair}
-    return [*pairs, [student for student in students if student not in paired]]
+def beside():
+    """(honest classmates, the attacks on their neighbours): graded in two runs side by side, in step."""
+    classmates = [student for student in STUDENTS if student.startswith("classmate_")]
+    return classmates[: len(BESIDE_A_CLASSMATE)], list(BESIDE_A_CLASSMATE)
 
 
-def paired_classmate(student):
-    """The honest classmate graded together with the attack ``student``."""
-    return next(classmate for classmate, attack in grading_rounds(STUDENTS)[:-1] if attack == student)
+# The tests' own step added to the grader (before its kernel starts): the k-th submission of the
+# classmates' run waits for the k-th of the attacks' run and the other way round, so that each
+# attack starts together with an honest classmate; each arrival is a file, "{k:02d}-{student}".
+START_TOGETHER = """
+import pathlib, time
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+
+class StartTogether(NbGraderPreprocessor):
+    sides = {sides!r}
+
+    def preprocess(self, nb, resources):
+        student = resources["nbgrader"]["student"]
+        if student in self.sides:
+            mine, theirs = (pathlib.Path({folder!r}, side) for side in self.sides[student])
+            arrived = len(list(mine.iterdir()))
+            (mine / f"{{arrived:02d}}-{{student}}").touch()
+            deadline = time.monotonic() + 600  # a cap for a run that failed, never a measure of speed
+            while len(list(theirs.iterdir())) <= arrived and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if len(list(theirs.iterdir())) <= arrived:
+                self.log.error("StartTogether: no submission %d came in %s within 600 s", arrived + 1, theirs)
+        return nb, resources
+
+
+c.Autograde.autograde_preprocessors = [StartTogether, *c.Autograde.autograde_preprocessors]
+"""
+
+
+def start_together(course, folder):
+    """Add START_TOGETHER to ``course``'s configuration, its arrivals in ``folder``."""
+    classmates, attacks = beside()
+    sides = dict.fromkeys(classmates, ("classmates", "attacks")) | dict.fromkeys(attacks, ("attacks", "classmates"))
+    for side in ("classmates", "attacks"):
+        (folder / side).mkdir(parents=True)
+    with open(course / "nbgrader_config.py", "a") as config:
+        config.write(START_TOGETHER.format(sides=sides, folder=str(folder)))
+
+
+def paired(folder):
+    """{attack: the honest classmate whose grading started together with its own}, from the arrivals."""
+    arrivals = {side: sorted(path.name for path in (folder / side).iterdir()) for side in ("classmates", "attacks")}
+    return {
+        attack.split("-", 1)[1]: classmate.split("-", 1)[1]
+        for classmate, attack in zip(arrivals["classmates"], arrivals["attacks"], strict=True)
+    }
 
 
 def kernel_span(notebook):
@@ -721,12 +763,16 @@ def hub(tmp_path_factory, request):
         student_exchange("submit", home, exchange, assignment, student)
 
     instructor_collect(course, exchange, ASSIGNMENT)
+    start_together(course, base / "arrivals")
+    classmates, attacks = beside()
+    rest = [student for student in [*STUDENTS, NOT_A_NOTEBOOK] if student not in [*classmates, *attacks]]
+    options = dict(extra=["--force"], env=instructor, log=lambda _: None)
     started = time.perf_counter()
     graded = {}
-    for students in grading_rounds([*STUDENTS, NOT_A_NOTEBOOK]):
-        graded.update(
-            grade_class(course, ASSIGNMENT, students, workers=2, extra=["--force"], env=instructor, log=lambda _: None)
-        )
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # one nbgrader run each, side by side
+        for side in [pool.submit(grade_class, course, ASSIGNMENT, side, workers=1, **options) for side in beside()]:
+            graded.update(side.result())
+    graded.update(grade_class(course, ASSIGNMENT, rest, workers=2, **options))
     seconds = time.perf_counter() - started
     time.sleep(1)
     after = dict(processes=leftover_processes(marker), escaped=marker.exists())
@@ -757,6 +803,7 @@ def hub(tmp_path_factory, request):
     )
     return dict(
         course=course,
+        pairs=paired(base / "arrivals"),
         limits_missing=limits_missing,
         graded=graded,
         others=others,
@@ -943,8 +990,10 @@ def test_every_attack_on_its_neighbours_ran_while_an_honest_classmate_was_graded
     for student, grade_id, label in HOLDING:
         if not hub["limits_missing"]:
             windows[student] = reported(hub, student, grade_id, label)["window"]  # while it held what it took
+    assert sorted(hub["pairs"]) == sorted(BESIDE_A_CLASSMATE), hub["pairs"]  # each started with a classmate
+    assert sorted(hub["pairs"].values()) == beside()[0], hub["pairs"]
     for student, (start, end) in windows.items():
-        classmate = paired_classmate(student)
+        classmate = hub["pairs"][student]
         first, last = kernel_span(autograded(hub, classmate))
         assert first < end and start < last, (student, (start, end), classmate, (first, last))
     # and each of those classmates kept every point (test_each_submission_gets_the_points_of_its_honest_work)
