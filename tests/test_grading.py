@@ -789,7 +789,7 @@ def hub(tmp_path_factory, request):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # one nbgrader run each, side by side
         sides = [
             pool.submit(grade_side, base / "arrivals", side, course, ASSIGNMENT, students, workers=1, **options)
-            for side, students in zip(("classmates", "attacks"), beside(), strict=True)
+            for side, students in (("classmates", classmates), ("attacks", attacks))
         ]
         for side in sides:
             graded.update(side.result())
