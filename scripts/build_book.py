@@ -2,9 +2,9 @@
 
 Three steps, each its own function:
 
-1. :func:`execute_all` runs every chapter top to bottom in a fresh kernel, the way
-   the test suite does (``scripts/notebook_runner.py``: a process of its own, a
-   student's clean environment), two at a time. Classroom defaults by default;
+1. :func:`execute_all` runs every chapter top to bottom in a fresh kernel, with the
+   test suite's runner (``scripts/notebook_runner.py``, here in a process of its own)
+   in a student's clean environment, two at a time. Classroom defaults by default;
    ``--reduced`` uses the test suite's turned-down parameters (CI). Each executed
    notebook is kept under ``build/book/executed/`` with a key made of its source,
    the parameters and the workbook's code, so a rebuild executes only what changed;
@@ -147,7 +147,7 @@ KERNEL_START_TIMEOUT = "Kernel didn't respond"
 
 
 def run_notebook(source, reduced, timeout_per_cell=900, attempts=2):
-    """Execute `source` in a fresh kernel in a clean process (scripts/notebook_runner.py); (notebook, seconds).
+    """Execute `source` in a fresh kernel, from a clean process (scripts/notebook_runner.py); (notebook, seconds).
 
     A kernel that does not start in time is started once more; any other failure stops the build.
     """

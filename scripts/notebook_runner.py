@@ -5,12 +5,13 @@ vocabulary; every name below that the cell assigns is overridden by a cell
 injected right after it (as papermill does), so each notebook runs in
 seconds in the test suite and at full size for students.
 
-The notebook runs the way a student's machine or a hub runs it: nbclient in a
-process of its own (``python notebook_runner.py IN OUT``), started with an
-environment that has no ``PYTEST_*`` and no ``TF_*`` variables and a home folder
-of its own. Under pytest, ipykernel stops forwarding what the process writes to
-file descriptor 2, so a kernel started from the test process itself would hide
-every stderr line a student sees in red.
+The notebook runs the way a student's machine or a hub runs it: nbclient starts this Python's
+own ``python3`` kernel, a process of its own, as JupyterLab and nbgrader start one, with a whole
+environment of its own: no ``PYTEST_*`` and no ``TF_*`` variables, and a home folder of its own.
+Under pytest, ipykernel stops forwarding what the process writes to file descriptor 2, so a
+kernel that inherited the test process's environment would hide every stderr line a student
+sees in red. The tests run nbclient in their own process (:func:`execute_notebook`); the book's
+build runs it in a process of its own (``python notebook_runner.py IN OUT``).
 
 Why not a library: the runner is nbclient, as papermill and nbmake are; nbmake starts its
 kernels from the pytest process (so with ``PYTEST_*`` set), and papermill stops at a
@@ -20,6 +21,7 @@ error of a run and only the knobs a notebook has.
 
 import argparse
 import ast
+import copy
 import os
 import pathlib
 import subprocess
@@ -28,6 +30,9 @@ import tempfile
 import time
 
 import nbformat
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_core.paths import ENV_JUPYTER_PATH, SYSTEM_JUPYTER_PATH
 from nbclient import NotebookClient
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
@@ -140,7 +145,7 @@ def run_nbgrader(folder, env, *args, check=True, timeout=1800):
 
 
 def execute(path, timeout_per_cell=600, home=None):
-    """Run the reduced notebook in a fresh kernel, in a clean process; return (notebook, seconds).
+    """Run the reduced notebook in a fresh kernel with a clean environment; return (notebook, seconds).
 
     Errors do not raise: they stay in the executed notebook, as in a student's (see
     :func:`error_outputs` and :func:`stderr_outputs`).
@@ -157,35 +162,46 @@ def execute_cells(sources, cwd, timeout_per_cell=600, home=None, **options):
 
 
 def execute_notebook(notebook, cwd, timeout_per_cell=600, home=None, launcher=(), environment=None, name="cells"):
-    """Run ``notebook`` in a fresh kernel in ``cwd``, in a clean process; return (notebook, seconds).
+    """Run a copy of ``notebook`` in a fresh kernel in ``cwd``; return (the executed copy, seconds).
 
-    ``launcher`` goes before the runner's command line (a program that prepares the process
-    and then runs the rest of its arguments); ``environment`` adds variables to the clean one.
+    The kernel's whole environment is :func:`clean_environment` of ``home`` (by default a new
+    student's: no font cache, no Jupyter or Keras folders yet) with ``environment`` added;
+    ``launcher`` goes before its command line (a program that prepares the kernel's process and
+    then runs the rest of its arguments). A kernel that does not start or dies is a RuntimeError.
     """
+    notebook = copy.deepcopy(notebook)
     with tempfile.TemporaryDirectory(prefix="notebook-run-") as folder:
-        reduced, executed = pathlib.Path(folder, "reduced.ipynb"), pathlib.Path(folder, "executed.ipynb")
-        if home is None:  # a new student's: no font cache, no Jupyter or Keras folders yet
+        if home is None:
             home = pathlib.Path(folder, "home")
             home.mkdir()
-        nbformat.write(notebook, reduced)
-        command = [
-            *launcher,
-            sys.executable,
-            __file__,
-            str(reduced),
-            str(executed),
-            "--timeout",
-            str(timeout_per_cell),
-            "--cwd",
-            str(cwd),
-        ]
-        started = time.perf_counter()
         env = clean_environment(home) | (environment or {})
-        result = subprocess.run(command, env=env, capture_output=True, text=True)
+        started = time.perf_counter()
+        try:
+            run(notebook, cwd, timeout_per_cell, env, launcher, connection_file=pathlib.Path(folder, "kernel.json"))
+        except Exception as error:
+            raise RuntimeError(f"running {name} failed: {type(error).__name__}: {error}") from error
         seconds = time.perf_counter() - started
-        if result.returncode != 0 or not executed.exists():
-            raise RuntimeError(f"running {name} failed:\n{result.stdout}\n{result.stderr}")
-        return nbformat.read(executed, as_version=4), seconds
+    return nbformat.reads(nbformat.writes(notebook), as_version=4), seconds
+
+
+def run(notebook, cwd, timeout_per_cell, env=None, launcher=(), connection_file=None):
+    """Execute ``notebook`` in place with nbclient, in a fresh kernel in ``cwd``; errors stay in their cells.
+
+    The kernel is this Python's ``python3`` kernel as a new student's home finds it (from this
+    environment's and the system's Jupyter folders), whose whole environment is ``env`` (default:
+    this process's); ``launcher`` goes before its command line.
+    """
+    specs = KernelSpecManager(
+        kernel_dirs=[os.path.join(path, "kernels") for path in (*ENV_JUPYTER_PATH, *SYSTEM_JUPYTER_PATH)]
+    )
+    manager = KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+    if connection_file is not None:
+        manager.connection_file = str(connection_file)
+    manager.kernel_spec.argv[:0] = launcher
+    client = NotebookClient(
+        notebook, km=manager, timeout=timeout_per_cell, allow_errors=True, resources={"metadata": {"path": str(cwd)}}
+    )
+    client.execute(cleanup_kc=True, **({} if env is None else {"env": env}))  # shut down here too: the manager is ours
 
 
 def stderr_outputs(notebook):
@@ -238,7 +254,7 @@ def text_of(cell):
 
 
 def main(argv=None):
-    """Execute IN (already reduced) with nbclient and write the executed notebook to OUT."""
+    """Execute IN (already reduced) with nbclient, in a kernel with this process's environment, and write it to OUT."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("notebook")
     parser.add_argument("out")
@@ -246,14 +262,7 @@ def main(argv=None):
     parser.add_argument("--cwd", default=str(NOTEBOOKS), help="the kernel's working folder")
     args = parser.parse_args(argv)
     notebook = nbformat.read(args.notebook, as_version=4)
-    client = NotebookClient(
-        notebook,
-        timeout=args.timeout,
-        kernel_name="python3",
-        allow_errors=True,
-        resources={"metadata": {"path": args.cwd}},
-    )
-    client.execute()
+    run(notebook, args.cwd, args.timeout)
     nbformat.write(notebook, args.out)
 
 

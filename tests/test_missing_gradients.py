@@ -1,8 +1,8 @@
 """The missing-gradients extension in a real kernel: the error as always, and under it the culprit.
 
-A scratch notebook is run by scripts/notebook_runner.py (nbclient, a clean process, a kernel of
-its own). Each cell's outputs are compared with what a student must see: the original error
-first and whole, then the finder's report naming the op and the line of the cell; nothing
+A scratch notebook is run by scripts/notebook_runner.py (nbclient, and a kernel of its own with
+a clean environment). Each cell's outputs are compared with what a student must see: the original
+error first and whole, then the finder's report naming the op and the line of the cell; nothing
 added where the gradient flows, nor for other errors, nor once the extension is unloaded.
 """
 

@@ -1,7 +1,7 @@
 """Nothing written to stderr is lost, torn, delayed to another cell, reordered or blocked by setup().
 
-Each case runs in a real kernel, through the runner the notebooks use (nbclient in a clean
-process), twice: in a kernel whose first cell calls ``workbook.setup()`` and in one whose
+Each case runs in a real kernel, through the runner the notebooks use (nbclient, and a kernel
+with a clean environment), twice: in a kernel whose first cell calls ``workbook.setup()`` and in one whose
 first cell only imports the workbook. The cases that are about a process of the student's
 own (a script that crashes, exits, or leaves a process behind) run that process from a cell,
 with the same first line: ``workbook.setup()`` or not. Both kernels import TensorFlow in their
