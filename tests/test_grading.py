@@ -515,6 +515,19 @@ def leftover_processes(marker):
     return found
 
 
+@pytest.fixture(autouse=True)
+def verdict_processes_end_with_the_test():
+    """A verdict process a test starts in this process (run_verdicts) ends with the test, as it ends with a grader.
+
+    Left to the worker's exit, it would outlive the tests that worker runs after it: the browser
+    test's session, for one, counts every process started while it is open.
+    """
+    yield
+    from workbook.course import grading
+
+    grading._end_verdict_processes()
+
+
 def hub_test(function):
     """A test of the graded class: slow, on the worker that grades it (tests/test_parallel_groups.py)."""
     for mark in (pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.hub, pytest.mark.xdist_group("hub")):
