@@ -365,6 +365,27 @@ def all_solutions(**overrides):
 
 
 HONEST_A_AND_B = {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0}
+A_ONLY = {**HONEST_A_AND_B, "b_culprit": 0, "b_fix": 0}
+NO_A_GRADIENT = {**HONEST_A_AND_B, "a_gradient": 0}
+
+PLAIN_ROUND = """def quantize_2bit(x):
+    return keras.ops.round(3.0 * keras.ops.clip(x, 0.0, 1.0)) / 3.0
+"""
+UNCLIPPED_GRADIENT = """def quantize_forward(x):
+    return keras.ops.round(3.0 * keras.ops.clip(x, 0.0, 1.0)) / 3.0
+
+
+def quantize_derivative(x):
+    return keras.ops.ones_like(x)
+
+
+quantize_2bit = workbook.surrogate(quantize_forward, quantize_derivative, name="quantize_2bit", formula="$1$")
+"""
+STILL_CASTS = """def fixed_bottleneck(x):
+    x = keras.ops.clip(x, 0.0, 1.0)
+    codes = keras.ops.cast(keras.ops.round(3.0 * x), "int32")
+    return keras.ops.cast(codes, x.dtype) / 3.0
+"""
 
 # What each student hands in, and the points of the honest work in it.
 STUDENTS = {
@@ -450,7 +471,48 @@ STUDENTS = {
         {**HONEST_A_AND_B, "b_culprit": 0},
     ),
     # honest classmates, each with the reference solution: graded beside the attacks, they keep every point
-    **{f"classmate_{number:02d}": (dict(answers=all_solutions()), POINTS) for number in range(1, 16)},
+    **{f"classmate_{number:02d}": (dict(answers=all_solutions()), POINTS) for number in range(1, 7)},
+    # and the rest of an honest class, who stopped part-way or made a common mistake: each part
+    # earns its points or not on its own (part (c) untrained or unanswered fails only part (c))
+    "stopped_after_a": (dict(answers={"a_quantize_2bit": "solution"}), A_ONLY),
+    "stopped_after_b": (dict(answers=all_solutions(c_train_answer=None)), HONEST_A_AND_B),
+    "only_part_b": (
+        dict(answers={"b_culprit_answer": "solution", "b_fix_answer": "solution"}),
+        {"a_forward": 0, "a_gradient": 0, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 0},
+    ),
+    "never_trained": (dict(answers=all_solutions(c_train_answer=UNTRAINED)), HONEST_A_AND_B),
+    # round() has no gradient at all: the forward pass alone is right
+    "round_without_a_surrogate": (
+        dict(answers=all_solutions(a_quantize_2bit=PLAIN_ROUND, c_train_answer=None)),
+        NO_A_GRADIENT,
+    ),
+    # straight-through without the clip's window: gradient 1 outside [0, 1] too
+    "straight_through_everywhere": (
+        dict(answers=all_solutions(a_quantize_2bit=UNCLIPPED_GRADIENT, c_train_answer=None)),
+        NO_A_GRADIENT,
+    ),
+    "wrong_culprit": (
+        dict(
+            answers=all_solutions(
+                b_culprit_answer='culprit_op = "Round"\nculprit_variable = "levels"', c_train_answer=None
+            )
+        ),
+        {**HONEST_A_AND_B, "b_culprit": 0},
+    ),
+    # the culprit as the report names it, but in lower case: the grader compares in lower case
+    "culprit_in_lower_case": (
+        dict(
+            answers=all_solutions(
+                b_culprit_answer='culprit_op = "cast"\nculprit_variable = "codes"', c_train_answer=None
+            )
+        ),
+        HONEST_A_AND_B,
+    ),
+    # a "fix" that still goes through an integer type: still no gradient to the encoder
+    "fix_still_casts": (
+        dict(answers=all_solutions(b_fix_answer=STILL_CASTS, c_train_answer=None)),
+        {**HONEST_A_AND_B, "b_fix": 0},
+    ),
 }
 # The attacks on what is graded beside them, each graded together with an honest classmate;
 # and those that print when they held what they took (student, cell, label).
