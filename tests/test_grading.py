@@ -36,7 +36,7 @@ import time
 
 import nbformat
 import pytest
-from notebook_runner import NOTEBOOKS, clean_environment, reduced_notebook
+from notebook_runner import FRESH_PYTHON_SECONDS, NOTEBOOKS, clean_environment, reduced_notebook
 from test_assignments import ASSIGNMENT_POINTS as POINTS
 
 from workbook.course.grading import ANSWER_KEY
@@ -1741,6 +1741,63 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 3; touch {marker}"])
     time.sleep(4)
     assert not marker.exists() and not (ROOT / "workbook" / "zz.py").exists()
     assert (course / "gradebook.db").read_text() == "grades"
+
+
+# Run by a Python whose virtual environment was made in /tmp (with this environment's packages on
+# the grader's side only): the box's kernel is that Python; prints what the kernel saw.
+IN_A_TMP_VENV = """
+import subprocess, sys
+from workbook.course.sandbox import Box, sandbox_command
+
+probe = (
+    "import os, sys\\n"
+    "print(sys.prefix)\\n"
+    "print(os.path.exists(sys.argv[1]))\\n"
+    "try:\\n"
+    "    open(os.path.join(sys.prefix, 'zz'), 'w')\\n"
+    "    print('wrote')\\n"
+    "except OSError as error:\\n"
+    "    print('refused', type(error).__name__)\\n"
+)
+box = Box()
+try:
+    command = sandbox_command(box, [sys.executable, "-c", probe, sys.argv[1]])
+    command[command.index("sh") + 2] = 'exec "$@"'  # keep its output, for the test
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    print(result.returncode, result.stderr.strip()[-500:].replace("\\n", " "), result.stdout, sep="\\n", end="")
+finally:
+    box.remove()
+"""
+
+
+def test_a_python_in_a_virtual_environment_made_in_tmp_runs_in_the_box_which_has_its_own_tmp():
+    from workbook.course.sandbox import sandbox_problem
+
+    if sandbox_problem():
+        pytest.skip(sandbox_problem())
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="venv-in-tmp-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        env = folder / "env"
+        # made with the installed Python itself, as a user makes one (not through this environment's link to it)
+        python = os.path.realpath(sys.executable)
+        subprocess.run([python, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+        site = next(env.glob("lib/python*/site-packages"))
+        (site / "grader.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+        (folder / "graders_own").write_text("a file of the grader's /tmp")
+        driver = subprocess.run(
+            [str(env / "bin" / "python"), "-c", IN_A_TMP_VENV, str(folder / "graders_own")],
+            capture_output=True,
+            text=True,
+            timeout=FRESH_PYTHON_SECONDS,
+        )
+        assert driver.returncode == 0, driver.stderr
+        returncode, stderr, *seen = driver.stdout.splitlines()
+        # Before, the box's own /tmp (a tmpfs) hid the environment: "exec: .../env/bin/python: not found".
+        assert returncode == "0", stderr
+        assert seen == [str(env.resolve()), "False", "refused OSError"], driver.stdout
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_sandbox_shows_no_other_course_or_box_and_bounds_its_temporary_folders(tmp_path, monkeypatch):

@@ -295,6 +295,10 @@ def sandbox_command(box, command, hidden=(), user_env=None):
         prefix += ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups", "--"]
     arguments = [*prefix, "bwrap", *_visible(), "--dev", "/dev", "--proc", "/proc"]
     arguments += _hiding(hidden)
+    # After the box's own temporary folders, as the box itself: a Python or workbook that lives
+    # in /tmp (a virtual environment made there) is bound over them, not hidden by them.
+    for folder in sorted(_python_folders()):
+        arguments += ["--ro-bind", folder, folder]
     arguments += ["--bind", str(box.root), str(box.root)]
     arguments += [
         "--unshare-all",
@@ -315,15 +319,13 @@ def sandbox_command(box, command, hidden=(), user_env=None):
 
 
 def _visible():
-    """bwrap's arguments that show the kernel the system, this Python and the workbook, read-only, and nothing else."""
+    """bwrap's arguments that show the kernel the system, read-only (this Python and the workbook come later)."""
     arguments = []
     for folder in _SYSTEM:
         if os.path.islink(folder):  # /bin -> usr/bin on a merged /usr
             arguments += ["--symlink", os.readlink(folder), folder]
         elif os.path.isdir(folder):
             arguments += ["--ro-bind", folder, folder]
-    for folder in sorted(_python_folders()):
-        arguments += ["--ro-bind", folder, folder]
     return arguments
 
 
