@@ -1744,7 +1744,7 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 3; touch {marker}"])
 
 
 # Run by a Python whose virtual environment was made in /tmp (with this environment's packages on
-# the grader's side only): the box's kernel is that Python; prints what the kernel saw.
+# the grader's side only): the box's kernel is that Python, argv[2] is hidden; prints what the kernel saw.
 IN_A_TMP_VENV = """
 import subprocess, sys
 from workbook.course.sandbox import Box, sandbox_command
@@ -1753,6 +1753,7 @@ probe = (
     "import os, sys\\n"
     "print(sys.prefix)\\n"
     "print(os.path.exists(sys.argv[1]))\\n"
+    "print(os.listdir(sys.argv[2]))\\n"
     "try:\\n"
     "    open(os.path.join(sys.prefix, 'zz'), 'w')\\n"
     "    print('wrote')\\n"
@@ -1761,7 +1762,7 @@ probe = (
 )
 box = Box()
 try:
-    command = sandbox_command(box, [sys.executable, "-c", probe, sys.argv[1]])
+    command = sandbox_command(box, [sys.executable, "-c", probe, *sys.argv[1:]], hidden=[sys.argv[2]])
     command[command.index("sh") + 2] = 'exec "$@"'  # keep its output, for the test
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     print(result.returncode, result.stderr.strip()[-500:].replace("\\n", " "), result.stdout, sep="\\n", end="")
@@ -1785,8 +1786,11 @@ def test_a_python_in_a_virtual_environment_made_in_tmp_runs_in_the_box_which_has
         site = next(env.glob("lib/python*/site-packages"))
         (site / "grader.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
         (folder / "graders_own").write_text("a file of the grader's /tmp")
+        course = env / "course"  # a hidden folder inside the environment: hidden all the same
+        course.mkdir()
+        (course / ANSWER_KEY).write_text("the answers")
         driver = subprocess.run(
-            [str(env / "bin" / "python"), "-c", IN_A_TMP_VENV, str(folder / "graders_own")],
+            [str(env / "bin" / "python"), "-c", IN_A_TMP_VENV, str(folder / "graders_own"), str(course)],
             capture_output=True,
             text=True,
             timeout=FRESH_PYTHON_SECONDS,
@@ -1795,7 +1799,7 @@ def test_a_python_in_a_virtual_environment_made_in_tmp_runs_in_the_box_which_has
         returncode, stderr, *seen = driver.stdout.splitlines()
         # Before, the box's own /tmp (a tmpfs) hid the environment: "exec: .../env/bin/python: not found".
         assert returncode == "0", stderr
-        assert seen == [str(env.resolve()), "False", "refused OSError"], driver.stdout
+        assert seen == [str(env.resolve()), "False", "[]", "refused OSError"], driver.stdout
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

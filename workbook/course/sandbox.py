@@ -294,11 +294,13 @@ def sandbox_command(box, command, hidden=(), user_env=None):
     if box.uid is not None:
         prefix += ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups", "--"]
     arguments = [*prefix, "bwrap", *_visible(), "--dev", "/dev", "--proc", "/proc"]
-    arguments += _hiding(hidden)
-    # After the box's own temporary folders, as the box itself: a Python or workbook that lives
-    # in /tmp (a virtual environment made there) is bound over them, not hidden by them.
+    for folder in sorted(TMPFS_BYTES):  # the box's own small temporary folders
+        arguments += ["--size", str(TMPFS_BYTES[folder]), "--tmpfs", folder]
+    # Then this Python and the workbook, over them (a virtual environment made in /tmp stays
+    # there); then the hidden folders, emptied even inside those; then the box itself.
     for folder in sorted(_python_folders()):
         arguments += ["--ro-bind", folder, folder]
+    arguments += _hiding(hidden)
     arguments += ["--bind", str(box.root), str(box.root)]
     arguments += [
         "--unshare-all",
@@ -337,10 +339,8 @@ def _python_folders():
 
 
 def _hiding(hidden):
-    """bwrap's arguments that give the kernel its own small temporary folders, and empty each hidden folder."""
+    """bwrap's arguments that empty each hidden folder (not the temporary folders: they are the box's own)."""
     arguments = []
-    for folder in sorted(TMPFS_BYTES):
-        arguments += ["--size", str(TMPFS_BYTES[folder]), "--tmpfs", folder]
     for folder in sorted(set(map(str, hidden)) - set(TMPFS_BYTES)):
         if os.path.isdir(folder) and not _holds_the_python(folder):  # empty and read-only
             arguments += ["--tmpfs", folder, "--remount-ro", folder]
