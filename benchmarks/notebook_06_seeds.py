@@ -3,8 +3,8 @@
 Every comparison of training runs the notebook states, at the notebook's classroom size, at each
 seed: a conclusion is kept in the text only if it holds at all of them. The notebook checks them
 at one seed, the one its Setup cell sets; tests/test_notebook_06_claims.py checks those that
-already hold after a few epochs at three seeds, at a reduced size (one seed at the oldest end of
-the tested range). A run two comparisons share is trained once per seed, as in the notebook.
+already hold after a few epochs at three seeds, at a reduced size (two at the newest end of the
+tested range, the third at the oldest). A run two comparisons share is trained once per seed, as in the notebook.
 
     python benchmarks/notebook_06_seeds.py            # seeds 0 to 3, about 8 minutes each on 2 cores
     python benchmarks/notebook_06_seeds.py annealing_claims bit_equal_passes_claims   # some comparisons only

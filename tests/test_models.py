@@ -106,6 +106,41 @@ def test_identity_autoencoder_learns_to_reconstruct():
     assert mse < 0.5 * mean_image_mse < 0.5 * zeros_mse
 
 
+@pytest.mark.parametrize(
+    "make_bottleneck",
+    [
+        lambda: None,
+        lambda: workbook.DiscreteBottleneck("categorical", "score_function", seed=0),  # its own train_step
+        lambda: workbook.VectorQuantizer(n_codes=10, restart_after=1, seed=0),  # weights moved outside Adam too
+    ],
+    ids=["identity", "score function", "restarted quantiser"],
+)
+def test_the_autoencoder_trains_as_with_keras_own_optimizer_and_traces_its_first_step_once(images, make_bottleneck):
+    # The other model is Keras's own way: a fresh Adam compiled in, its slots made while the first
+    # step is traced. Both models start from the same weights and see the same batches.
+    x_train = images[0]
+    models = {"the workbook's": workbook.autoencoder(make_bottleneck(), seed=0)}
+    models["Keras's own"] = workbook.autoencoder(make_bottleneck(), seed=0)
+    models["Keras's own"].compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss="mse")
+    assert models["the workbook's"].optimizer.built and not models["Keras's own"].optimizer.built
+    traces = {}
+    for name, model in models.items():
+        traces[name] = 0
+        step = model.train_step
+
+        def counting(data, step=step, name=name):
+            traces[name] += 1  # Python runs the step once each time TensorFlow traces it
+            return step(data)
+
+        model.train_step = counting
+        keras.utils.set_random_seed(0)
+        model.fit(x_train, x_train, epochs=2, batch_size=32, shuffle=False, verbose=0)
+    for mine, keras_own in zip(*(model.get_weights() for model in models.values()), strict=True):
+        np.testing.assert_array_equal(mine, keras_own)
+    # Keras makes the slots while tracing, then traces again; made before, the step is traced once.
+    assert traces == {"the workbook's": 1, "Keras's own": 2}
+
+
 @pytest.mark.slow
 def test_compare_bottlenecks_trains_each_variant_on_the_same_data_and_seed(images):
     x_train, x_test = images[0][:64], images[1]
