@@ -274,6 +274,9 @@ class JupyterLab:
                 f"--IdentityProvider.token={self.token}",
                 f"--ServerApp.root_dir={self.root}",
                 "--LabApp.news_url=",
+                # window.jupyterapp: a page that has loaded JupyterLab once opens the next notebook
+                # in place (NotebookTab.open_in_place), as its file browser does, without loading it again.
+                "--LabApp.expose_app_in_browser=True",
                 "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
             ]
             if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -421,6 +424,24 @@ class NotebookTab:
     def open(self, timeout=120):
         """Load the notebook, check it is the tab in front, and wait until its kernel is idle."""
         self.page.goto(self.lab.lab_url(self.relative_path), wait_until="domcontentloaded")
+        return self._shown(timeout)
+
+    def open_in_place(self, timeout=120):
+        """In a page where JupyterLab is loaded already: close every tab, then open this notebook.
+
+        What the file browser's double click runs (``docmanager:open``), so JupyterLab is loaded
+        once for many notebooks; then the same checks as :meth:`open`.
+        """
+        self.page.evaluate(
+            """async path => {
+                await window.jupyterapp.commands.execute('application:close-all');
+                await window.jupyterapp.commands.execute('docmanager:open', {path});
+            }""",
+            self.relative_path,
+        )
+        return self._shown(timeout)
+
+    def _shown(self, timeout):
         name = pathlib.PurePosixPath(self.relative_path).name
         self.current_tab.filter(has_text=name).wait_for(timeout=timeout * 1000)
         self.panel.locator(".jp-Cell").first.wait_for(timeout=timeout * 1000)

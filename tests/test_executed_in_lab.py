@@ -2,7 +2,8 @@
 
 The notebooks are not run again here: JupyterLab opens the copies tests/test_notebooks.py
 executed earlier in the same `make test` (taken by their execution key, as the book takes
-them; one whose copy is missing or stale is executed first). The assignment is shown as its
+them; one whose copy is missing or stale is executed first), one after another in one page:
+JupyterLab is loaded once. The assignment is shown as its
 solution version; its students' version draws with the same code. What needs a live kernel, the
 explorer's slider, the live figure and the error in place, is in tests/test_browser.py.
 
@@ -71,7 +72,9 @@ def lab_and_browser(tmp_path_factory):
     with JupyterLab(folder) as lab, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
         try:
-            yield lab, browser, {name: notebook for name, (notebook, _seconds) in executed.items()}
+            # One page for every notebook: JupyterLab is loaded once, each notebook opened in place.
+            page = browser.new_context(viewport=VIEWPORT).new_page()
+            yield lab, page, {name: notebook for name, (notebook, _seconds) in executed.items()}
         finally:
             lab.shutdown_kernels()
             with contextlib.suppress(Exception):
@@ -98,11 +101,14 @@ def image_outputs(notebook):
 @pytest.mark.timeout(600, method="signal")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_every_figure_is_shown_with_text_as_large_as_the_page(lab_and_browser, path):
-    lab, browser, executed = lab_and_browser
+    lab, page, executed = lab_and_browser
     name = path.name
-    context = browser.new_context(viewport=VIEWPORT)
     try:
-        tab = NotebookTab(context.new_page(), lab, name).open()
+        tab = NotebookTab(page, lab, name)
+        if page.url.startswith("http"):  # JupyterLab is loaded in the page already
+            tab.open_in_place()
+        else:
+            tab.open()
         body = tab.panel.locator(".jp-RenderedMarkdown p").first.evaluate(
             "p => parseFloat(getComputedStyle(p).fontSize)"
         )
@@ -136,8 +142,6 @@ def test_every_figure_is_shown_with_text_as_large_as_the_page(lab_and_browser, p
         )
     finally:
         lab.shutdown_kernels()
-        with contextlib.suppress(Exception):
-            context.close()
 
 
 def test_a_figure_holds_its_recorded_text_size_in_a_data_url():
