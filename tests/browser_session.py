@@ -430,12 +430,17 @@ class NotebookTab:
         """In a page where JupyterLab is loaded already: close every tab, then open this notebook.
 
         What the file browser's double click runs (``docmanager:open``), so JupyterLab is loaded
-        once for many notebooks; then the same checks as :meth:`open`.
+        once for many notebooks; then the same checks as :meth:`open`. The tabs before are
+        disposed of, not closed through the menu: one a test has changed and not saved would
+        ask whether to save it.
         """
         self.page.evaluate(
             """async path => {
-                await window.jupyterapp.commands.execute('application:close-all');
-                await window.jupyterapp.commands.execute('docmanager:open', {path});
+                const app = window.jupyterapp;
+                for (const widget of Array.from(app.shell.widgets('main'))) {
+                    widget.dispose();
+                }
+                await app.commands.execute('docmanager:open', {path});
             }""",
             self.relative_path,
         )

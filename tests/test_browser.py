@@ -111,7 +111,7 @@ def session(browser_path, tmp_path_factory):
         with lab, sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
             try:
-                yield lab, browser
+                yield lab, browser, {}  # the page the tests share, once one has loaded JupyterLab
             finally:
                 lab.remember_children()
                 started = [p for p in descendants() if p.pid not in already_running]
@@ -132,21 +132,27 @@ def session(browser_path, tmp_path_factory):
 
 @contextlib.contextmanager
 def opened(session, name):
-    """A fresh page with notebook `name` open; on failure a screenshot; always its kernel shut down."""
-    lab, browser = session
-    context = browser.new_context(viewport=VIEWPORT)
-    tab = NotebookTab(context.new_page(), lab, name)
+    """Notebook `name` open alone in JupyterLab; on failure a screenshot; always its kernel shut down.
+
+    JupyterLab is loaded once, in a page the tests share: each opens its notebook in place,
+    after the one before is closed. A test that fails closes the page, and the next loads a new one.
+    """
+    lab, browser, shared = session
+    page = shared.get("page") or browser.new_context(viewport=VIEWPORT).new_page()
+    shared["page"] = page
+    tab = NotebookTab(page, lab, name)
     try:
-        yield tab.open()
+        yield tab.open_in_place() if page.url.startswith("http") else tab.open()
     except BaseException:
         with contextlib.suppress(Exception):
             tab.screenshot(f"FAILED-{name.removesuffix('.ipynb')}")
+        shared.pop("page", None)
+        with contextlib.suppress(Exception):  # the session's teardown closes the browser anyway
+            page.context.close()
         raise
     finally:
         lab.remember_children()
         lab.shutdown_kernels()
-        with contextlib.suppress(Exception):  # the session's teardown closes the browser anyway
-            context.close()
 
 
 def run_everything(tab, timeout, on_tick=None):
