@@ -24,9 +24,10 @@ def autoencoder(bottleneck=None, **options):
     """Build and compile (adam, mse) the lab's autoencoder around a `bottleneck`.
 
     Introduced in 04_autoencoder_lab.ipynb. Adam's slots are made here, before any
-    training (``optimizer.build``): left to Keras, they are made while TensorFlow traces
-    the first training step, which is then traced again, so the first ``fit`` of every
-    model paid for two traces; the training is the same. The layers are ``encoder``
+    training (``optimizer.build``): left to Keras, they would be made while TensorFlow
+    traces the first training step, which it would then trace again. So a model's first
+    ``fit`` traces its step once, not twice, and trains exactly as it would have (see
+    tests/test_models.py). The layers are ``encoder``
     (Conv2D 10 5x5 relu), ``pool`` (2x2 max), ``bottleneck``, ``upsample``,
     ``decoder`` (Conv2DTranspose 4 5x5 relu) and ``output``
     (Conv2DTranspose 1 3x3 sigmoid).
