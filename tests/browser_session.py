@@ -275,7 +275,7 @@ class JupyterLab:
                 f"--ServerApp.root_dir={self.root}",
                 "--LabApp.news_url=",
                 # window.jupyterapp: a page that has loaded JupyterLab once opens the next notebook
-                # in place (NotebookTab.open_in_place), as its file browser does, without loading it again.
+                # in place (NotebookTab.open), as its file browser does, without loading it again.
                 "--LabApp.expose_app_in_browser=True",
                 "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
             ]
@@ -422,28 +422,27 @@ class NotebookTab:
         self.notebook = self.panel.locator(".jp-Notebook").first
 
     def open(self, timeout=120):
-        """Load the notebook, check it is the tab in front, and wait until its kernel is idle."""
-        self.page.goto(self.lab.lab_url(self.relative_path), wait_until="domcontentloaded")
-        return self._shown(timeout)
+        """Show the notebook alone in front, and wait until its kernel is idle.
 
-    def open_in_place(self, timeout=120):
-        """In a page where JupyterLab is loaded already: close every tab, then open this notebook.
-
-        What the file browser's double click runs (``docmanager:open``), so JupyterLab is loaded
-        once for many notebooks; then the same checks as :meth:`open`. The tabs before are
-        disposed of, not closed through the menu: one a test has changed and not saved would
-        ask whether to save it.
+        A page that has not loaded this JupyterLab yet loads it at the notebook's address. One
+        that has opens the notebook in place, as the file browser's double click does
+        (``docmanager:open``), so JupyterLab is loaded once for many notebooks; the tabs before
+        are disposed of, not closed through the menu, where one a test changed and did not save
+        would ask whether to save it. Either way, the same checks follow.
         """
-        self.page.evaluate(
-            """async path => {
-                const app = window.jupyterapp;
-                for (const widget of Array.from(app.shell.widgets('main'))) {
-                    widget.dispose();
-                }
-                await app.commands.execute('docmanager:open', {path});
-            }""",
-            self.relative_path,
-        )
+        if self.page.url.startswith(f"http://127.0.0.1:{self.lab.port}/lab"):
+            self.page.evaluate(
+                """async path => {
+                    const app = window.jupyterapp;
+                    for (const widget of Array.from(app.shell.widgets('main'))) {
+                        widget.dispose();
+                    }
+                    await app.commands.execute('docmanager:open', {path});
+                }""",
+                self.relative_path,
+            )
+        else:
+            self.page.goto(self.lab.lab_url(self.relative_path), wait_until="domcontentloaded")
         return self._shown(timeout)
 
     def _shown(self, timeout):

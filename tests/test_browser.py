@@ -142,7 +142,7 @@ def opened(session, name):
     shared["page"] = page
     tab = NotebookTab(page, lab, name)
     try:
-        yield tab.open_in_place() if page.url.startswith("http") else tab.open()
+        yield tab.open()
     except BaseException:
         with contextlib.suppress(Exception):
             tab.screenshot(f"FAILED-{name.removesuffix('.ipynb')}")

@@ -104,11 +104,7 @@ def test_every_figure_is_shown_with_text_as_large_as_the_page(lab_and_browser, p
     lab, page, executed = lab_and_browser
     name = path.name
     try:
-        tab = NotebookTab(page, lab, name)
-        if page.url.startswith("http"):  # JupyterLab is loaded in the page already
-            tab.open_in_place()
-        else:
-            tab.open()
+        tab = NotebookTab(page, lab, name).open()
         body = tab.panel.locator(".jp-RenderedMarkdown p").first.evaluate(
             "p => parseFloat(getComputedStyle(p).fontSize)"
         )
