@@ -10,6 +10,7 @@ in fresh processes (what others write in that window is passed on whole and in o
 tests/test_stderr_kept.py in real kernels.
 """
 
+import re
 import subprocess
 import sys
 
@@ -126,22 +127,38 @@ def run(tmp_path, script, **variables):
     return result.stdout.decode(), result.stderr
 
 
+# What TensorFlow writes at its start without the workbook: the import and a first graph session.
+PLAIN_START = (
+    "import os\nimport tensorflow as tf\ngraph = tf.Graph()\n"
+    "with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:\n"
+    "    session.run(tf.constant([1.0]) + 1.0)\n"
+    "os.write(2, b'after\\n')\nprint(tf.constant(2).numpy())\n"
+)
+# Abseil's header without its time and thread, which differ from run to run.
+HEADER_TIME_AND_THREAD = re.compile(rb"^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ ", re.MULTILINE)
+
+
 def test_where_the_forwarder_cannot_start_tensorflow_loads_and_writes_exactly_its_start_lines(tmp_path):
     # Harmless when it fails: no Python to start the forwarder with, and the import goes on,
     # writing what TensorFlow writes without the workbook (TF_CPP_MIN_LOG_LEVEL=3, as setup()
     # sets it). Those lines are the reason the module exists, and what a process the notebook
-    # starts after setup() writes when it imports TensorFlow (it inherits the level). If a
-    # TensorFlow release stops writing them, this fails: then tensorflow_start.py can be
-    # deleted and setup() can import plainly.
+    # starts after setup() writes when it imports TensorFlow (it inherits the level).
+    # TensorFlow 2.20 and newer write theirs only where oneDNN's kernels are on, which it
+    # decides from the CPU; TF_ENABLE_ONEDNN_OPTS=1 turns them on on any CPU, so the lines
+    # are the same on every machine. If a TensorFlow release stops writing them, this fails:
+    # then tensorflow_start.py can be deleted and setup() can import plainly.
+    level = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "1"}
     script = (
         "import os, sys\nsys.executable = ''\n"
         "from workbook.core.tensorflow_start import import_tensorflow_quietly\n"
         "tf = import_tensorflow_quietly()\nos.write(2, b'after\\n')\nprint(tf.constant(2).numpy())\n"
     )
-    stdout, stderr = run(tmp_path, script, TF_CPP_MIN_LOG_LEVEL="3")
-    assert stdout == "2\n" and stderr.endswith(b"after\n")
+    outputs = [run(tmp_path, code, **level) for code in (script, PLAIN_START)]
+    assert all(stdout == "2\n" and stderr.endswith(b"after\n") for stdout, stderr in outputs)
+    (_, stderr), (_, plain) = outputs
     lines = stderr.splitlines(keepends=True)[:-1]
     assert lines and all(is_tensorflow_start_line(line) for line in lines), stderr.decode()
+    assert HEADER_TIME_AND_THREAD.sub(b"", stderr) == HEADER_TIME_AND_THREAD.sub(b"", plain), plain.decode()
 
 
 def test_the_forwarder_ends_when_the_pipe_is_closed(tmp_path):
