@@ -144,8 +144,9 @@ def test_where_the_forwarder_cannot_start_tensorflow_loads_and_writes_exactly_it
     # sets it). Those lines are the reason the module exists, and what a process the notebook
     # starts after setup() writes when it imports TensorFlow (it inherits the level).
     # TensorFlow 2.20 and newer write theirs only where oneDNN's kernels are on, which it
-    # decides from the CPU; TF_ENABLE_ONEDNN_OPTS=1 turns them on on any CPU, so the lines
-    # are the same on every machine. If a TensorFlow release stops writing them, this fails:
+    # decides from the CPU (some with AVX2 and no AVX-512 get none); TF_ENABLE_ONEDNN_OPTS=1
+    # asks for them wherever they can run, so the verdict does not depend on the CPU that runs
+    # the test. If a TensorFlow release stops writing them, this fails:
     # then tensorflow_start.py can be deleted and setup() can import plainly.
     level = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "1"}
     script = (
