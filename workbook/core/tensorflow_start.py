@@ -4,8 +4,8 @@ Introduced in 00_start_here.ipynb, through :func:`workbook.setup`. With
 ``TF_CPP_MIN_LOG_LEVEL=3`` (which setup() sets), TensorFlow 2.20 and newer still write
 Abseil's "All log messages before absl::InitializeLog()" banner and "oneDNN custom operations
 are on", twice (two shared libraries), while they load, where oneDNN's kernels are on
-(TensorFlow decides that from the CPU; on others they write none); 2.18 and 2.19 write the banner and
-"MLIR V1 optimization pass is not enabled" at the first graph-mode session. No variable that
+(TensorFlow decides that from the CPU; on others they write none); 2.18 and 2.19 write the
+banner and "MLIR V1 optimization pass is not enabled" at the first graph-mode session. No variable that
 TensorFlow or Abseil reads turns those off except ``TF_ENABLE_ONEDNN_OPTS=0``, which turns
 oneDNN's kernels off and makes training about 3x slower (``make bench``, "The quiet start's
 cost").
