@@ -18,22 +18,24 @@ In order:
 
 import json
 import pathlib
-import re
 import subprocess
 import sys
 
 import pytest
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10, the oldest end: tomli, which pytest itself needs there
+    import tomli as tomllib
 from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def display_contract(key):
-    """A list of names of pyproject.toml's display contract (read as text: Python 3.10, the
-    oldest end, has no tomllib; tests/test_module_layers.py reads the whole file at the newest)."""
-    text = (ROOT / "pyproject.toml").read_text()
-    listed = re.search(rf"^{key} = \[(.*?)^\]", text, re.S | re.M).group(1)
-    return re.findall(r'^\s*"([\w.]+)"', listed, re.M)
+    """A list of names of pyproject.toml's display contract (tests/test_module_layers.py reads the rest)."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    return next(contract for contract in contracts if contract["type"] == "forbidden")[key]
 
 
 NO_DISPLAY = display_contract("source_modules")
