@@ -5,7 +5,8 @@ Introduced in 03_finding_gradient_killers.ipynb. Load it once, in the Setup cell
     %load_ext workbook.finder.missing_gradients
 
 From then on, when ``fit`` or ``train_on_batch`` raises "No gradients provided for any
-variable", the notebook shows the error as always and, under it, the report of
+variable" (from Keras's step or your own ``train_step``), or TensorFlow's LookupError for an
+op with no registered gradient, the notebook shows the error as always and, under it, the report of
 :func:`workbook.find_gradient_breaks` run on the model and the first batch of the call
 that failed. When Keras only warns that "Gradients do not exist for variables" (some
 layers are cut, the rest train), the report follows at the end of the cell's output.
@@ -15,7 +16,8 @@ finder.
 It is as harmless as not loading it: every error and warning is shown as without it, and
 the report is worked out after the error is shown or after the cell, never while Keras
 traces the step. It reads a batch again only where that changes nothing (NumPy arrays,
-tensors, a ``tf.data`` pipeline without a generator, a shuffle, random ops or a cache);
+tensors, dicts and lists of them for a model with several inputs, a ``tf.data`` pipeline
+without a generator, a shuffle, random ops or a cache);
 for any other data it says which call to paste. It calls none of your code, and when it
 fails or is interrupted it says so in one line and stays loaded.
 
@@ -34,6 +36,9 @@ from dataclasses import dataclass
 from workbook.finder import hints
 
 NO_GRADIENTS = "No gradients provided for any variable"
+#: The errors a training call raises when a gradient is missing: Keras's ValueError (no variable got
+#: one), TensorFlow's LookupError (an op on the way has no registered gradient).
+HANDLED = (ValueError, LookupError)
 SOME_MISSING = "Gradients do not exist for variables"
 #: The Keras methods whose frame holds the model and the data of a training call.
 TRAINING_CALLS = ("fit", "train_on_batch")
@@ -87,8 +92,8 @@ class MissingGradients:
 
         shell = self.shell
         self._previous = (shell.custom_exceptions, getattr(shell, "CustomTB", None))
-        others = tuple(e for e in shell.custom_exceptions if e is not ValueError)
-        shell.set_custom_exc(others + (ValueError,), self.on_error)
+        others = tuple(e for e in shell.custom_exceptions if e not in HANDLED)
+        shell.set_custom_exc(others + HANDLED, self.on_error)
         self._installed = shell.CustomTB
         self._hooks = contextlib.ExitStack()
         self._hooks.enter_context(shown_warnings(self.on_warning))
@@ -139,12 +144,12 @@ class MissingGradients:
 
     def _explain_error(self, value, tb):
         positions = _traceback_positions(tb)
-        if NO_GRADIENTS not in str(value) or not positions or _is_yours(positions[-1][0].f_code.co_filename):
-            return  # another error, or one your own code raised: not Keras's missing gradients
+        if not positions or not _is_missing_gradient(value):
+            return  # another error
         call = _training_call_of(positions)
-        if call is not None:
+        if call is not None:  # fit's step, your own train_step included (Keras keeps only your frames of it)
             self._explain(call)
-        else:
+        elif not _is_yours(positions[-1][0].f_code.co_filename):  # your own raise with Keras's words: not ours
             _say(_own_loop_note(positions))
 
     def _explain(self, call):
@@ -164,6 +169,14 @@ class MissingGradients:
             return
         _say(hints.REPORTED_ON.format(description=description))
         display(report)  # at once: nothing is written between the note and its report
+
+
+def _is_missing_gradient(error):
+    """Keras's "No gradients provided", or TensorFlow's LookupError for an op with no registered gradient."""
+    from workbook.finder.tracing import UNREGISTERED
+
+    text = str(error)
+    return NO_GRADIENTS in text if isinstance(error, ValueError) else bool(UNREGISTERED.search(text))
 
 
 def _say(text):
@@ -260,19 +273,35 @@ def _is_yours(filename):
 
 def _first_batch_of(call):
     """(example, None) with the first batch of ``call`` as (x, y[, sample_weight]), or (None, why not)."""
-    import numpy as np
     import tensorflow as tf
 
     x, y, weights = (call.arguments.get(name) for name in DATA_ARGUMENTS[:3])
     if isinstance(x, tf.data.Dataset):
         return _first_batch_of_dataset(x)
-    parts = [x, y] if weights is None else [x, y, weights]
-    if not all(_is_array(part) for part in parts):
+    # Without y, (x,): the batch as fit hands it to the step (a train_step of your own reads it so).
+    parts = [x, y, weights][: 1 if y is None and weights is None else 2 if weights is None else 3]
+    if not all(_is_arrays(part) for part in parts):
         return None, _why_not_read(x, y)
-    if call.method == "fit":
-        rows = call.arguments.get("batch_size")
-        parts = [part[: rows if _is_count(rows) else DEFAULT_BATCH] for part in parts]
-    return tuple(np.asarray(part) for part in parts), None
+    return tuple(_first_rows(part, _rows_read(call)) for part in parts), None
+
+
+def _rows_read(call):
+    """How many rows the call's first batch has: fit's batch_size (32 if not given); train_on_batch's all."""
+    if call.method != "fit":
+        return None
+    rows = call.arguments.get("batch_size")
+    return rows if _is_count(rows) else DEFAULT_BATCH
+
+
+def _first_rows(value, rows):
+    """The first ``rows`` rows (all if None) of an array, or of each array of a dict, list or tuple."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {key: _first_rows(item, rows) for key, item in value.items()}
+    if isinstance(value, (tuple, list)):
+        return tuple(_first_rows(item, rows) for item in value)  # fit hands a list of inputs on as a tuple
+    return np.asarray(value if rows is None else value[:rows])
 
 
 def _is_count(value):
@@ -292,6 +321,15 @@ def _first_batch_of_dataset(dataset):
     return tuple(batch), None
 
 
+def _is_arrays(value):
+    """An array or tensor with values, or a dict, list or tuple of them (a model's several inputs)."""
+    if isinstance(value, dict):
+        return bool(value) and all(_is_arrays(item) for item in value.values())
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(_is_arrays(item) for item in value)
+    return _is_array(value)
+
+
 def _is_array(value):
     """A NumPy array or a tensor with values: slicing and reading it runs no code of yours and changes nothing."""
     import numpy as np
@@ -305,12 +343,14 @@ def _why_not_read(x, y):
 
     if isinstance(x, keras.utils.PyDataset) or hasattr(type(x), "__next__"):
         return hints.GENERATOR
-    given = type(x).__name__ if y is None or _is_array(x) else f"{type(x).__name__} and {type(y).__name__}"
+    given = type(x).__name__ if y is None or _is_arrays(x) else f"{type(x).__name__} and {type(y).__name__}"
     return hints.ONLY_ARRAYS.format(given=given)
 
 
 def _description(call, example):
-    rows = len(example[0])
+    import tensorflow as tf
+
+    rows = len(tf.nest.flatten(example[0])[0])  # the rows of x, of its first array if it has several
     if isinstance(call.arguments.get("x"), _dataset_type()):
         return hints.FIRST_BATCH.format(model=call.model.name, rows=rows)
     # Not "the first batch": fit shuffles arrays, so its first batch is other rows.
