@@ -50,20 +50,25 @@ DEFAULT_BATCH = 32
 NAME = "workbook.finder.missing_gradients"
 INTERRUPTED = hints.INTERRUPTED.format(name=NAME)
 
-_ACTIVE = {}  # shell -> its MissingGradients, while loaded
+#: The shell's attribute holding its MissingGradients while loaded. On the shell, not in this
+#: module: a reload of the module (``%autoreload 2`` runs IPython's superreload) makes its
+#: globals anew, and ``%unload_ext`` must still find what it has to put back.
+ACTIVE = "_workbook_missing_gradients"
 
 
 def load_ipython_extension(shell):
     """Turn the extension on in ``shell`` (what ``%load_ext workbook.finder.missing_gradients`` calls)."""
-    if shell not in _ACTIVE:
-        _ACTIVE[shell] = MissingGradients(shell)
-        _ACTIVE[shell].start()
+    if getattr(shell, ACTIVE, None) is None:
+        active = MissingGradients(shell)
+        setattr(shell, ACTIVE, active)
+        active.start()
 
 
 def unload_ipython_extension(shell):
     """Turn it off and put back what it replaced (``%unload_ext workbook.finder.missing_gradients``)."""
-    active = _ACTIVE.pop(shell, None)
+    active = getattr(shell, ACTIVE, None)
     if active is not None:
+        setattr(shell, ACTIVE, None)
         active.stop()
 
 
@@ -86,6 +91,7 @@ class MissingGradients:
         self._previous = None
         self._hooks = None  # the warning hook while started
         self._installed = None  # IPython's handler made from ours, to know it is still in place
+        self._after_cell = None  # the post_run_cell callback as registered
 
     def start(self):
         from workbook.core.internals import shown_warnings
@@ -97,7 +103,10 @@ class MissingGradients:
         self._installed = shell.CustomTB
         self._hooks = contextlib.ExitStack()
         self._hooks.enter_context(shown_warnings(self.on_warning))
-        shell.events.register("post_run_cell", self.after_cell)
+        # The very callable registered is the one unregistered: a reload of this module makes
+        # ``self.after_cell`` another function, which IPython would not find.
+        self._after_cell = self.after_cell
+        shell.events.register("post_run_cell", self._after_cell)
 
     def stop(self):
         exceptions, handler = self._previous
@@ -105,7 +114,7 @@ class MissingGradients:
             self.shell.custom_exceptions, self.shell.CustomTB = exceptions, handler
         hooks, self._hooks = self._hooks, None
         hooks.close()
-        self.shell.events.unregister("post_run_cell", self.after_cell)
+        self.shell.events.unregister("post_run_cell", self._after_cell)
 
     def on_error(self, shell, etype, value, tb, tb_offset=None):
         """IPython's custom exception handler: the error first, exactly as without it, then the culprit."""
