@@ -227,6 +227,25 @@ vivid = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3), keras.layers
 vivid.compile(optimizer="sgd", loss="mse")
 vivid.fit(x, x, batch_size=16, verbose=0)
 """,
+    "partly cut under a distribution strategy": """\
+strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # Keras warns from the strategy's own thread
+with strategy.scope():
+    partly = make("partly_mirrored", cut="some")
+trained(partly.fit(x, y, batch_size=16, epochs=2, verbose=0), partly)
+""",
+    "all cut under a distribution strategy": """\
+with strategy.scope():
+    frozen = make("frozen_mirrored")
+frozen.fit(x, y, batch_size=16, verbose=0)
+""",
+    "Keras's words from a thread of your own": """\
+import threading
+
+words = "Gradients do not exist for variables ['kernel'] when minimizing the loss."
+worker = threading.Thread(target=lambda: warnings.warn(words))
+worker.start()
+worker.join()
+""",
     "a KeyError of your own": 'print("before")\n{"a": 1}["b"]',
     "dataset from a generator": """\
 source = Source()
@@ -435,6 +454,25 @@ def test_a_training_step_of_your_own_or_an_op_with_no_gradient_gets_its_culprit(
     added, displays = help_of(kernels, name)
     assert added.startswith(REPORTED_ON.format(model)), added
     assert len(displays) == 1 and culprit in displays[0], displays
+
+
+def test_a_fit_under_a_distribution_strategy_gets_its_culprit(kernels):
+    plain = shown(kernels["without"]["partly cut under a distribution strategy"])
+    assert "Gradients do not exist for variables" in plain["stderr"] and plain["stdout"].startswith("losses [")
+    for name, model in [
+        ("partly cut under a distribution strategy", "partly_mirrored"),
+        ("all cut under a distribution strategy", "frozen_mirrored"),
+    ]:
+        added, displays = help_of(kernels, name)
+        assert added.startswith(REPORTED_ON.format(model) + " and the first 16 rows"), added
+        assert len(displays) == 1 and "Round" in displays[0], displays
+
+
+def test_a_warning_from_a_thread_where_no_fit_can_be_found_gets_one_line_saying_what_to_call(kernels):
+    added, displays = help_of(kernels, "Keras's words from a thread of your own")
+    assert displays == [] and len(added.splitlines()) == 1, added
+    assert "Keras warned from another thread" in added and "no culprit this time" in added
+    assert added.rstrip().endswith("workbook.find_gradient_breaks(model, (x_batch, y_batch))")
 
 
 @pytest.mark.parametrize(

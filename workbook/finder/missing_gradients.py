@@ -31,6 +31,7 @@ import contextlib
 import inspect
 import linecache
 import sys
+import threading
 from dataclasses import dataclass
 
 from workbook.finder import hints
@@ -49,6 +50,13 @@ DEFAULT_BATCH = 32
 #: What the extension's own lines start with, so that they are not taken for Keras's.
 NAME = "workbook.finder.missing_gradients"
 INTERRUPTED = hints.INTERRUPTED.format(name=NAME)
+#: The one line for a warning from a thread where no training call can be found.
+OTHER_THREAD = (
+    f"{NAME}: a gradient is missing, as Keras warned from another thread (a distribution strategy's, say); "
+    "the call that trained cannot be found from there, so no culprit this time. To name the op that cut "
+    "the gradient, pass one batch: "
+    "workbook.find_gradient_breaks(model, (x_batch, y_batch))"
+)
 
 #: The shell's attribute holding its MissingGradients while loaded. On the shell, not in this
 #: module: a reload of the module (``%autoreload 2`` runs IPython's superreload) makes its
@@ -132,15 +140,19 @@ class MissingGradients:
         """
         with contextlib.suppress(Exception):
             if self._hooks is not None and SOME_MISSING in str(message.message):
-                call = _training_call_of(_stack_positions(sys._getframe(1)))
-                if call is not None and all(call.model is not noted.model for noted in self.pending):
+                # A distribution strategy traces the step on a thread of its own, where fit is not
+                # on the stack: the thread that called fit waits in it meanwhile.
+                call = _training_call_of(_stack_positions(sys._getframe(1))) or _training_call_on_another_thread()
+                if call is None and threading.current_thread() is not threading.main_thread():
+                    call = OTHER_THREAD  # said after the cell, in one line
+                if call is not None and all(_model_of(call) is not _model_of(noted) for noted in self.pending):
                     self.pending.append(call)
 
     def after_cell(self, result=None):
         """post_run_cell: the reports for the warnings this cell raised, under its output."""
         pending, self.pending = self.pending, []
         if pending:
-            self._safely(lambda: [self._explain(call) for call in pending])
+            self._safely(lambda: [_say(call) if call is OTHER_THREAD else self._explain(call) for call in pending])
 
     def _safely(self, report):
         """Run ``report``; if it fails or is interrupted, one line says so and the student's work goes on."""
@@ -178,6 +190,20 @@ class MissingGradients:
             return
         _say(hints.REPORTED_ON.format(description=description))
         display(report)  # at once: nothing is written between the note and its report
+
+
+def _model_of(call):
+    return getattr(call, "model", call)
+
+
+def _training_call_on_another_thread():
+    """The Keras training call that another thread of this process waits in, if one does."""
+    here = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        call = None if ident == here else _training_call_of(_stack_positions(frame))
+        if call is not None:
+            return call
+    return None
 
 
 def _is_missing_gradient(error):
