@@ -110,6 +110,8 @@ class _Packed:
         return self.call(*tf.nest.pack_sequence_as(self.structures, list(tensors)))
 
     def __getattr__(self, name):  # what the call records as it runs (a train_step's missing gradients)
+        if name == "call":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.call, name)
 
 
