@@ -79,6 +79,85 @@ def a_measured(**fields):
 RUNS = {"identity": BottleneckRun("identity", None, {}, None, 0.0)}
 
 
+def loss(name, y_true, y_pred):
+    return lambda: getattr(workbook.losses, name)(y_true, y_pred)
+
+
+MASK, PROBABILITIES = np.ones((4, 1)), np.full((4, 1), 0.5, "float32")
+# Every workbook.losses function: a shape that does not fit, an empty batch, predictions that are
+# not floats, and what is wrong for that loss alone (a 1-D prediction for kappa, float CTC labels).
+LOSS_CALLS = {
+    "losses.soft_iou(shapes (4, 1) and (3, 1))": (
+        loss("soft_iou", MASK, PROBABILITIES[:3]),
+        ["soft_iou: y_true=", "shape (4, 1)", "a mask shaped like y_pred, (3, 1)"],
+    ),
+    "losses.soft_iou(integer y_pred)": (
+        loss("soft_iou", [1, 0], [1, 0]),
+        ["soft_iou: y_pred=", "dtype int32", "float predictions"],
+    ),
+    "losses.soft_iou(strings)": (loss("soft_iou", ["a"], [0.5]), ["y_true=['a']", "tensor of numbers"]),
+    "losses.soft_dice(empty batch)": (
+        loss("soft_dice", MASK[:0], PROBABILITIES[:0]),
+        ["soft_dice: y_true=", "shape (0, 1)", "at least one example"],
+    ),
+    "losses.soft_dice(shapes (4,) and (4, 1))": (
+        loss("soft_dice", np.ones(4), PROBABILITIES),
+        ["soft_dice: y_true=", "shape (4,)", "(4, 1)"],
+    ),
+    "losses.box_iou(3 corners)": (
+        loss("box_iou", np.ones((2, 3)), np.ones((2, 3), "float32")),
+        ["box_iou: y_pred=", "shape (2, 3)", "(x1, y1, x2, y2)", "of size 4"],
+    ),
+    "losses.box_iou(two boxes and three)": (
+        loss("box_iou", np.ones((2, 4)), np.ones((3, 4), "float32")),
+        ["box_iou: y_true=", "shape (2, 4)", "(3, 4)"],
+    ),
+    "losses.pairwise_ranking(3 labels, 4 scores)": (
+        loss("pairwise_ranking", np.ones(3), PROBABILITIES),
+        ["pairwise_ranking: y_true=", "shape (3,)", "one 0/1 label per score", "4 scores"],
+    ),
+    "losses.pairwise_ranking(a scalar)": (
+        loss("pairwise_ranking", 1.0, 0.5),
+        ["pairwise_ranking: y_true=", "at least one example"],
+    ),
+    "losses.smooth_directional(one sample)": (
+        loss("smooth_directional", MASK[:1], PROBABILITIES[:1]),
+        ["smooth_directional: y_pred=", "shape (1, 1)", "at least two consecutive samples"],
+    ),
+    "losses.smooth_directional(shapes (4, 1) and (4, 2))": (
+        loss("smooth_directional", MASK, np.ones((4, 2), "float32")),
+        ["smooth_directional: y_true=", "(4, 2)"],
+    ),
+    "losses.soft_qwk(1-D y_pred)": (
+        loss("soft_qwk", np.ones(4), np.ones(4, "float32")),
+        ["soft_qwk: y_pred=", "shape (4,)", "shaped (n, classes)", "at least 2 classes"],
+    ),
+    "losses.soft_qwk(3 labels, 4 rows)": (
+        loss("soft_qwk", np.ones(3), np.ones((4, 3), "float32")),
+        ["soft_qwk: y_true=", "shape (3,)", "one row per row of y_pred (4), not 3"],
+    ),
+    "losses.soft_qwk(one-hot of 2 classes for 3)": (
+        loss("soft_qwk", np.ones((4, 2)), np.ones((4, 3), "float32")),
+        ["soft_qwk: y_true=", "shape (4, 2)", "one-hot labels (n, 3)"],
+    ),
+    "losses.ctc(float labels)": (
+        loss("ctc", np.full((2, 3), 1.5), np.zeros((2, 5, 4), "float32")),
+        ["ctc: y_true=", "shape (2, 3)", "whole class numbers from 0 to 2", "the blank"],
+    ),
+    "losses.ctc(the blank as a label)": (
+        loss("ctc", np.full((2, 3), 3), np.zeros((2, 5, 4), "float32")),
+        ["ctc: y_true=", "whole class numbers from 0 to 2"],
+    ),
+    "losses.ctc(2-D logits)": (
+        loss("ctc", np.ones((2, 3)), np.zeros((2, 4), "float32")),
+        ["ctc: y_pred=", "shape (2, 4)", "(n, steps, classes)"],
+    ),
+    "losses.ctc(1-D labels)": (
+        loss("ctc", np.ones(2), np.zeros((2, 5, 4), "float32")),
+        ["ctc: y_true=", "shape (2,)", "(n, length)"],
+    ),
+}
+
 # (call, fragments the message must contain); the row's id is the call as written.
 BAD_CALLS = {
     # environment.py, data.py
@@ -404,10 +483,20 @@ BAD_CALLS = {
         lambda: workbook.VectorQuantizer()(np.zeros((2, 3), "int64")),
         ["inputs=<", "dtype int64>", "a float tensor"],
     ),
+    "VectorQuantizer()(nan)": (
+        lambda: workbook.VectorQuantizer()(np.array([[0.0, math.nan]], "float32")),
+        ["VectorQuantizer: inputs=<", "shape (1, 2)", "finite: it holds NaN or infinity"],
+    ),
+    "VectorQuantizer()(inf)": (
+        lambda: workbook.VectorQuantizer()(np.array([[math.inf, 0.0]], "float32")),
+        ["VectorQuantizer: inputs=<", "finite: it holds NaN or infinity"],
+    ),
     "VectorQuantizer(restart_after=10**9)": (
         lambda: workbook.VectorQuantizer(restart_after=10**9),
         ["restart_after=1000000000", "from 1 to 1000000"],
     ),
+    # losses.py: every stand-in, each way it can be handed what it cannot compare
+    **LOSS_CALLS,
     # bias_variance.py, estimator_plots.py, estimator_checks.py
     "make_problem(n_latents=20000)": (
         lambda: workbook.make_problem(n_latents=20000),
@@ -485,7 +574,14 @@ BAD_CALLS = {
         ["model=", "bottleneck"],
     ),
     "measure_estimators(taus=[])": (lambda: workbook.measure_estimators(taus=[]), ["taus=[]"]),
-    "measure_estimators(taus=[1, nan])": (lambda: workbook.measure_estimators(taus=[1.0, math.nan]), ["tau=nan"]),
+    "measure_estimators(taus=[1, nan])": (
+        lambda: workbook.measure_estimators(taus=[1.0, math.nan]),
+        ["measure_estimators: taus=[1.0, nan]", "temperatures in (0, 100]", "taus[1]=nan"],
+    ),
+    "measure_estimators(problem=5)": (
+        lambda: workbook.measure_estimators(problem=5),
+        ["measure_estimators: problem=5", "DiscreteProblem", "make_problem"],
+    ),
     "measure_estimators(taus=0.5)": (lambda: workbook.measure_estimators(taus=0.5), ["taus=0.5"]),
     "measure_estimators(n_samples=1)": (lambda: workbook.measure_estimators(n_samples=1), ["n_samples=1"]),
     "measure_estimators(seed=-1)": (lambda: workbook.measure_estimators(seed=-1), ["seed=-1"]),
@@ -533,8 +629,8 @@ BAD_CALLS = {
     ),
     "check_gumbel_softmax_st(None)": (lambda: check_gumbel(fn=None), ["fn=None"]),
     "check_gumbel_softmax_st(taus=[])": (lambda: check_gumbel(taus=[]), ["taus=[]", "non-empty"]),
-    "check_gumbel_softmax_st(taus=[0])": (lambda: check_gumbel(taus=[0]), ["tau=0"]),
-    "check_gumbel_softmax_st(taus=[nan])": (lambda: check_gumbel(taus=[math.nan]), ["tau=nan"]),
+    "check_gumbel_softmax_st(taus=[0])": (lambda: check_gumbel(taus=[0]), ["taus=[0]", "taus[0]=0 is not"]),
+    "check_gumbel_softmax_st(taus=[nan])": (lambda: check_gumbel(taus=[math.nan]), ["taus=[nan]", "taus[0]=nan"]),
     "check_gumbel_softmax_st(taus=0.5)": (lambda: check_gumbel(taus=0.5), ["taus=0.5"]),
     "check_gumbel_softmax_st(n_samples=0)": (lambda: check_gumbel(n_samples=0), ["n_samples=0"]),
     "check_gumbel_softmax_st(n_samples=10**9)": (lambda: check_gumbel(n_samples=10**9), ["n_samples=1000000000"]),
@@ -587,6 +683,8 @@ def test_the_names_checked_here_are_every_public_name_that_takes_arguments():
     covered = {row.split("(")[0] for row in BAD_CALLS} | {"SURROGATES"}  # through with_params
     assert set(workbook.__all__) - without_arguments - covered == set()
     assert "layers.Surrogate" in covered
+    # ... and every function of workbook.losses.
+    assert {f"losses.{name}" for name in workbook.losses.__all__} <= covered
 
 
 def printed(call):
@@ -682,3 +780,59 @@ def test_the_seed_comparison_above_can_fail_another_seed_gives_another_result(na
 def test_every_function_refused_a_bad_seed_above_is_checked_with_a_numpy_seed():
     refused = {row.split("(")[0] for row in BAD_CALLS if "seed=" in row}
     assert refused - set(SEEDED) == set()
+
+
+LOAD_AFTER_IMPORT_WORKBOOK = """\
+import sys
+
+import keras
+
+import workbook
+
+for path in sys.argv[1:]:
+    try:
+        keras.saving.load_model(path)
+    except TypeError as error:
+        print("refused:", str(error).split(". ")[0])
+import workbook.losses
+
+for path in sys.argv[1:]:
+    print("loaded:", keras.saving.load_model(path).loss.__name__)
+"""
+
+
+def test_a_model_saved_with_a_stand_in_loss_says_which_module_to_import_and_then_loads(tmp_path):
+    # A fresh process: only `import workbook`, which registers nothing. Keras's own refusal then
+    # names the module to import, and a file saved under the former name ("workbook>") loads too.
+    import json
+    import subprocess
+    import sys
+    import zipfile
+
+    from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer="sgd", loss=workbook.losses.soft_iou)
+    model.save(tmp_path / "now.keras")
+    with zipfile.ZipFile(tmp_path / "now.keras") as saved, zipfile.ZipFile(tmp_path / "before.keras", "w") as before:
+        for item in saved.infolist():
+            content = saved.read(item)
+            if item.filename == "config.json":
+                config = json.loads(content)
+                assert config["compile_config"]["loss"]["config"] == "workbook.losses>soft_iou"
+                config["compile_config"]["loss"]["config"] = "workbook>soft_iou"
+                content = json.dumps(config).encode()
+            before.writestr(item, content)
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_AFTER_IMPORT_WORKBOOK, str(tmp_path / "now.keras"), str(tmp_path / "before.keras")],
+        capture_output=True,
+        text=True,
+        env=clean_environment(tmp_path) | {"TF_CPP_MIN_LOG_LEVEL": "3"},
+        timeout=FRESH_PYTHON_SECONDS,
+    )
+    assert done.stdout.splitlines() == [
+        "refused: Could not locate function 'workbook.losses>soft_iou'",
+        "refused: Could not locate function 'workbook>soft_iou'",
+        "loaded: soft_iou",
+        "loaded: soft_iou",
+    ], done.stdout + done.stderr[-2000:]

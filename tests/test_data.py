@@ -2,9 +2,12 @@
 
 import hashlib
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment
 
 import workbook
 from workbook.core import data
@@ -353,3 +356,37 @@ def test_the_message_says_how_many_images_the_cache_holds(keras_home, capsys):
     workbook.load_mnist()
     said = capsys.readouterr().out
     assert "60 train / 20 test images" in said and "60,000" not in said
+
+
+SOURCE_KERAS = """\
+import workbook
+
+try:
+    workbook.load_mnist(source="keras")
+except ValueError as error:
+    print("ValueError:", error)
+"""
+
+
+@pytest.mark.parametrize("where", ["KERAS_HOME is a file", "offline"])
+def test_source_keras_that_cannot_be_had_says_why_and_what_to_use_instead(tmp_path, where):
+    # A fresh process: Keras reads KERAS_HOME when it is imported. Offline is a proxy on the
+    # discard port, which refuses at once, as no network does.
+    home = tmp_path / "keras-home"
+    if where == "KERAS_HOME is a file":
+        home.write_text("not a folder")
+    environment = clean_environment(tmp_path) | {"KERAS_HOME": str(home), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    environment.update(https_proxy="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9")
+    run = subprocess.run(
+        [sys.executable, "-c", SOURCE_KERAS],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=FRESH_PYTHON_SECONDS,
+    )
+    said = run.stdout
+    assert run.returncode == 0 and "ValueError: source='keras' must be" in said, (said, run.stderr[-2000:])
+    assert ("NotADirectoryError" if where == "KERAS_HOME is a file" else "URL fetch failure") in said, said
+    assert "source='bundled'" in said and "source='auto'" in said and str(home) in said
+    if where == "KERAS_HOME is a file":
+        assert home.read_text() == "not a folder"  # the user's file, untouched

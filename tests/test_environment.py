@@ -173,3 +173,34 @@ def test_a_scripts_traceback_still_reaches_stderr(after_setup):
 def test_a_tensorflow_imported_before_setup_is_left_alone(without_setup):
     # The script asserts that the workbook hands back the TensorFlow already loaded.
     assert without_setup.endswith(b"after\n")
+
+
+# TensorFlow installed but broken, as a wheel for another platform or a half-finished install
+# leaves it: its import raises ImportError.
+BROKEN_TENSORFLOW = 'raise ImportError("libtensorflow_framework.so.2: cannot open shared object file")\n'
+
+
+@pytest.mark.parametrize("with_setup", [False, True], ids=["import tensorflow", "workbook.setup()"])
+def test_setup_with_tensorflow_unimportable_keeps_the_error_and_says_what_to_do(tmp_path, with_setup):
+    broken = tmp_path / "site" / "tensorflow"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(BROKEN_TENSORFLOW)
+    code = "print('before', flush=True)\n" + (
+        "import workbook\nworkbook.setup(seed=0)" if with_setup else "import tensorflow"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=clean_environment(tmp_path) | {"PYTHONPATH": str(broken.parent)},
+        timeout=FRESH_PYTHON_SECONDS,
+    )
+    # As without the workbook: the same output, exit code and TensorFlow's own last words ...
+    assert (done.stdout, done.returncode) == ("before\n", 1), done.stderr
+    assert (
+        done.stderr.count("ImportError: libtensorflow_framework.so.2: cannot open shared object file") == 1 + with_setup
+    )
+    if with_setup:  # ... then, last, what it means and what to do
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("ImportError: workbook.setup: the workbook needs TensorFlow 2.18 or newer"), last
+        assert "make lab" in last and '"tensorflow>=2.18"' in last

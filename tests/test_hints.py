@@ -598,7 +598,7 @@ def test_the_box_stand_in_is_one_minus_the_iou_of_the_corners():
 
 def test_a_model_trained_on_a_stand_in_saves_and_loads_in_safe_mode(tmp_path):
     for loss in (workbook.losses.soft_iou, workbook.losses.pairwise_ranking, workbook.losses.soft_qwk):
-        assert keras.saving.get_registered_name(loss) == f"workbook>{loss.__name__}"
+        assert keras.saving.get_registered_name(loss) == f"workbook.losses>{loss.__name__}"
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")])
     model.compile(optimizer="sgd", loss=workbook.losses.soft_dice)
     model.save(tmp_path / "model.keras")

@@ -17,6 +17,15 @@ from IPython.core.interactiveshell import InteractiveShell
 from workbook.finder import missing_gradients
 
 SETUP = """\
+import warnings
+
+
+def hooks():
+    shell = get_ipython()
+    return shell.custom_exceptions, shell.CustomTB, shell.events.callbacks["post_run_cell"][:], warnings._showwarnmsg
+
+
+before = hooks()
 %load_ext workbook.finder.missing_gradients
 import workbook
 
@@ -71,6 +80,26 @@ with tf.GradientTape() as tape:
 optimizer.apply_gradients(zip(tape.gradient(loss, cut.trainable_variables), cut.trainable_variables))
 """
 
+# Load, reload (what %autoreload 2 runs when the file changes), unload, load: the extension
+# keeps what it must put back on the shell, so a reload cannot lose it.
+RELOADED = """\
+from IPython.extensions.autoreload import superreload
+
+import workbook.finder.missing_gradients as extension
+
+superreload(extension)
+cut.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+"""
+UNLOADED_AFTER_RELOAD = """\
+%unload_ext workbook.finder.missing_gradients
+print("as before loading:", hooks() == before)
+cut.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+"""
+LOADED_AGAIN = """\
+%load_ext workbook.finder.missing_gradients
+%reload_ext workbook.finder.missing_gradients
+cut.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
+"""
 
 # The kernels are started once for the module's tests, which stay in one worker.
 pytestmark = [pytest.mark.kernel, pytest.mark.xdist_group("missing-gradients notebook")]
@@ -80,8 +109,9 @@ pytestmark = [pytest.mark.kernel, pytest.mark.xdist_group("missing-gradients not
 def cells(tmp_path_factory):
     """The executed cells of the scratch notebook, by name."""
     names = ["parameters", "injected parameters", "setup", "all_cut", "partly_cut", "healthy", "other_error"]
-    names += ["unloaded", "train_on_batch", "own_loop"]
+    names += ["unloaded", "train_on_batch", "own_loop", "reloaded", "unloaded after reload", "loaded again"]
     sources = ["epochs = 1", SETUP, ALL_CUT, PARTLY_CUT, HEALTHY, OTHER_ERROR, UNLOADED, TRAIN_ON_BATCH, OWN_LOOP]
+    sources += [RELOADED, UNLOADED_AFTER_RELOAD, LOADED_AGAIN]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
     notebook.cells[0].metadata["tags"] = ["parameters"]
     path = tmp_path_factory.mktemp("scratch") / "missing_gradients.ipynb"
@@ -178,6 +208,16 @@ def test_an_optimizer_step_of_your_own_gets_the_model_to_pass_to_the_finder(cell
     cell = cells["own_loop"]
     assert kinds(cell) == ["error", "stdout"], cell.outputs
     assert "workbook.find_gradient_breaks(cut, (x_batch, y_batch), loss=your_loss)" in stream_text(cell, 1)
+
+
+@pytest.mark.notebook
+def test_after_a_reload_of_the_module_unloading_still_puts_everything_back(cells):
+    for name in ("reloaded", "loaded again"):  # the culprit once, under the error, not twice
+        assert kinds(cells[name]) == ["error", "stdout", "display_data"], cells[name].outputs
+        assert "Round" in report_text(cells[name])
+    unloaded = cells["unloaded after reload"]
+    assert kinds(unloaded) == ["stdout", "error"], unloaded.outputs  # the plain error, no help
+    assert stream_text(unloaded, 0) == "as before loading: True\n"
 
 
 def test_loading_changes_nothing_until_a_gradient_is_missing_and_unloading_puts_everything_back():

@@ -88,6 +88,24 @@ def interrupting_round(t):
     return ops.round(t)
 
 
+def dense(name, units):
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(units)], name=name)
+
+
+def make_two(name, cut="all", by_name=True):
+    # Two inputs, taken as a dict (by_name) or a list; cut="all": both go through the round.
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((3,), name="a"), keras.Input((3,), name="b")
+    if cut == "all":
+        output = keras.layers.Lambda(ops.round)(keras.layers.Dense(2)(keras.layers.Concatenate()([a, b])))
+    else:
+        rounded = keras.layers.Lambda(ops.round)(keras.layers.Dense(2)(a))
+        output = keras.layers.Dense(1)(keras.layers.Concatenate()([rounded, b]))
+    model = keras.Model({"a": a, "b": b} if by_name else [a, b], output, name=name)
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
 first_model = make("first_model", cut="some")  # the first model in the namespace: never the one to name
 """
 CELLS = {
@@ -117,6 +135,118 @@ def make_frozen():
 make_frozen().fit(x, y, batch_size=8, verbose=0)
 """,
     "lists from a model made on the line": "make_frozen().fit([x], [y], verbose=0)",
+    "a PyDataset to a model made on the line": "make_frozen().fit(Batches(), verbose=0)",
+    "several inputs as a dict": """\
+frozen = make_two("frozen_dict")
+frozen.fit({"a": x, "b": x}, y, batch_size=16, verbose=0)
+""",
+    "several inputs as a list": """\
+frozen = make_two("frozen_list", by_name=False)
+frozen.fit([x, x], y, batch_size=8, verbose=0)
+""",
+    "partly cut, several inputs from a dataset of dicts": """\
+partly = make_two("partly_dicts", cut="some")
+data = tf.data.Dataset.from_tensor_slices(({"a": x, "b": x}, y)).batch(16)
+trained(partly.fit(data, epochs=2, verbose=0), partly)
+""",
+    "your own train_step: 8-bit fakes": """\
+class EightBitFakes(keras.Model):
+    # After keras.io's DCGAN (overriding train_step): the fakes are made 8-bit images first.
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        keras.utils.set_random_seed(0)
+        self.generator, self.critic = dense("generator", 3), dense("critic", 1)
+
+    def call(self, x):
+        return self.critic(self.generator(x))
+
+    def train_step(self, real):
+        with tf.GradientTape() as tape:
+            fake = tf.cast(tf.cast(127 * ops.tanh(self.generator(real)) + 128, "uint8"), "float32")
+            loss = ops.mean(ops.softplus(-self.critic(fake)))
+        variables = self.generator.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return {"loss": loss}
+
+
+gan = EightBitFakes(name="gan")
+gan.compile(optimizer="sgd")
+gan.fit(x, batch_size=16, verbose=0)
+""",
+    "your own train_step: a branch under stop_gradient": """\
+class MeanTeacher(keras.Model):
+    # The student's own branch under stop_gradient by mistake: only the teacher's should be.
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        keras.utils.set_random_seed(0)
+        self.student, self.teacher = dense("student", 1), dense("teacher", 1)
+
+    def call(self, x):
+        return self.student(x)
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            student = ops.stop_gradient(self.student(x))
+            loss = ops.mean((student - y) ** 2) + ops.mean((student - self.teacher(x)) ** 2)
+        variables = self.student.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return {"loss": loss}
+
+
+teacher = MeanTeacher(name="mean_teacher")
+teacher.compile(optimizer="sgd")
+teacher.fit(x, y, batch_size=16, verbose=0)
+""",
+    "your own train_step: the forward pass before the tape": """\
+class EarlyForward(keras.Model):
+    def train_step(self, data):
+        x, y = data
+        prediction = self(x, training=True)  # outside the tape: it records nothing
+        with tf.GradientTape() as tape:
+            loss = ops.mean((prediction - y) ** 2)
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
+        return {"loss": loss}
+
+
+keras.utils.set_random_seed(0)
+inputs = keras.Input((3,))
+early = EarlyForward(inputs, keras.layers.Dense(1)(inputs), name="early")
+early.compile(optimizer="sgd")
+early.fit(x, y, batch_size=16, verbose=0)
+""",
+    "an op with no registered gradient": """\
+def saturated(t):
+    # tensorflow/tensorflow#126083: adjust_saturation has no registered gradient; fit raises LookupError
+    image = ops.reshape(ops.sigmoid(t), (-1, 1, 1, 3))
+    return t + ops.reshape(tf.image.adjust_saturation(image, 2.0), (-1, 3))
+
+
+keras.utils.set_random_seed(0)
+vivid = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3), keras.layers.Lambda(saturated)], name="vivid")
+vivid.compile(optimizer="sgd", loss="mse")
+vivid.fit(x, x, batch_size=16, verbose=0)
+""",
+    "partly cut under a distribution strategy": """\
+strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # Keras warns from the strategy's own thread
+with strategy.scope():
+    partly = make("partly_mirrored", cut="some")
+trained(partly.fit(x, y, batch_size=16, epochs=2, verbose=0), partly)
+""",
+    "all cut under a distribution strategy": """\
+with strategy.scope():
+    frozen = make("frozen_mirrored")
+frozen.fit(x, y, batch_size=16, verbose=0)
+""",
+    "Keras's words from a thread of your own": """\
+import threading
+
+words = "Gradients do not exist for variables ['kernel'] when minimizing the loss."
+worker = threading.Thread(target=lambda: warnings.warn(words))
+worker.start()
+worker.join()
+""",
+    "a KeyError of your own": 'print("before")\n{"a": 1}["b"]',
     "dataset from a generator": """\
 source = Source()
 frozen = make("frozen_generator")
@@ -268,6 +398,10 @@ def test_a_partly_cut_model_trains_as_without_it_and_the_culprit_follows(kernels
         ("keywords it cannot read", "frozen", 16),
         ("data made on the line", "frozen_inline", 4),
         ("a model made on the line", "made", 8),
+        # A dict or list of arrays is data like any other: its first rows (not its number of keys).
+        ("lists from a model made on the line", "made", 32),
+        ("several inputs as a dict", "frozen_dict", 16),
+        ("several inputs as a list", "frozen_list", 8),
     ],
 )
 def test_the_report_is_on_the_model_whose_fit_failed(kernels, name, model, rows):
@@ -279,14 +413,66 @@ def test_the_report_is_on_the_model_whose_fit_failed(kernels, name, model, rows)
 
 
 def test_data_it_cannot_read_gets_the_call_to_paste_naming_the_model_as_your_line_does(kernels):
-    name = "lists from a model made on the line"
+    name = "a PyDataset to a model made on the line"
     assert error_name(kernels, name) == NO_GRADIENTS
     added, displays = help_of(kernels, name)
     assert displays == [] and len(added.splitlines()) == 1
-    assert "given list and list" in added
+    assert "come from a generator" in added
     assert added.rstrip().endswith(
         "workbook.find_gradient_breaks(model, (x_batch, y_batch)), with model the model `make_frozen()` returns"
     )
+
+
+def test_a_partly_cut_model_fed_a_dataset_of_dicts_trains_as_without_it_and_the_culprit_follows(kernels):
+    name = "partly cut, several inputs from a dataset of dicts"
+    plain = shown(kernels["without"][name])
+    assert "Gradients do not exist for variables" in plain["stderr"] and plain["stdout"].startswith("losses [")
+    added, displays = help_of(kernels, name)
+    assert added.startswith(
+        REPORTED_ON.format("partly_dicts") + " and the first batch (16 rows) of this call's dataset"
+    )
+    assert len(displays) == 1 and "Round" in displays[0], displays
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "model", "culprit"),
+    [
+        ("your own train_step: 8-bit fakes", NO_GRADIENTS, "gan", "tf.cast(127 * ops.tanh(self.generator(real))"),
+        ("your own train_step: a branch under stop_gradient", NO_GRADIENTS, "mean_teacher", "ops.stop_gradient("),
+        ("your own train_step: the forward pass before the tape", NO_GRADIENTS, "early", "tape did not record"),
+        (
+            "an op with no registered gradient",
+            [("LookupError", "gradient registry has no entry for: AdjustSaturation")],
+            "vivid",
+            "tf.image.adjust_saturation(image, 2.0)",
+        ),
+    ],
+)
+def test_a_training_step_of_your_own_or_an_op_with_no_gradient_gets_its_culprit(kernels, name, error, model, culprit):
+    # Keras keeps only your frames of a failed step: the last one is your train_step's, yet fit failed.
+    assert error_name(kernels, name) == error
+    added, displays = help_of(kernels, name)
+    assert added.startswith(REPORTED_ON.format(model)), added
+    assert len(displays) == 1 and culprit in displays[0], displays
+
+
+def test_a_fit_under_a_distribution_strategy_gets_its_culprit(kernels):
+    plain = shown(kernels["without"]["partly cut under a distribution strategy"])
+    assert "Gradients do not exist for variables" in plain["stderr"] and plain["stdout"].startswith("losses [")
+    for name, model in [
+        ("partly cut under a distribution strategy", "partly_mirrored"),
+        ("all cut under a distribution strategy", "frozen_mirrored"),
+    ]:
+        added, displays = help_of(kernels, name)
+        assert added.startswith(REPORTED_ON.format(model) + " and the first 16 rows"), added
+        assert len(displays) == 1 and "Round" in displays[0], displays
+
+
+def test_a_warning_from_a_thread_where_no_fit_can_be_found_gets_one_line_saying_what_to_call(kernels):
+    added, displays = help_of(kernels, "Keras's words from a thread of your own")
+    assert displays == [] and len(added.splitlines()) == 1, added
+    assert "Keras warned from another thread" in added and "no culprit this time" in added
+    assert added.rstrip().endswith("workbook.find_gradient_breaks(model, (x_batch, y_batch))")
 
 
 @pytest.mark.parametrize(
@@ -355,6 +541,8 @@ def test_a_resource_warning_keeps_the_line_that_allocated_it(kernels):
     assert help_of(kernels, "a resource warning") == ("", [])
 
 
-@pytest.mark.parametrize("name", ["your own error with Keras's words", "a healthy fit", "setup"])
+@pytest.mark.parametrize(
+    "name", ["your own error with Keras's words", "a KeyError of your own", "a healthy fit", "setup"]
+)
 def test_no_help_where_keras_raised_nothing(kernels, name):
     assert help_of(kernels, name) == ("", [])

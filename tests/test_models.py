@@ -72,6 +72,37 @@ def test_anything_else_is_refused_with_what_is_accepted(bad):
         workbook.autoencoder(bottleneck=bad)
 
 
+class IntegerCodes(keras.layers.Layer):
+    # A layer written as students write the mistake: its call returns the integer codes.
+    def call(self, z):
+        return keras.ops.cast(z, "int32")
+
+
+@pytest.mark.parametrize(
+    "make_bottleneck, dtype",
+    [
+        (lambda: lambda z: keras.ops.cast(z, "int32"), "int32"),
+        (lambda: lambda z: keras.ops.cast(keras.ops.round(z * 255), "uint8"), "uint8"),
+        (lambda: lambda z: z > 0, "bool"),
+        (lambda: IntegerCodes(name="codes"), "int32"),
+    ],
+    ids=["cast to int32", "cast to uint8", "a comparison", "a layer"],
+)
+def test_a_bottleneck_returning_integers_is_refused_when_the_model_is_built(make_bottleneck, dtype):
+    # Built without the check, this model dies inside the decoder's Conv2DTranspose at `fit`.
+    expected = (
+        rf"bottleneck=.* must be a bottleneck whose output is floating point, but it returned {dtype}.*"
+        r"cast back to float32 \(and see notebook 04 for why the gradient then stops\)"
+    )
+    with pytest.raises(ValueError, match=expected):
+        workbook.autoencoder(make_bottleneck())
+
+
+def test_a_bottleneck_that_casts_back_to_floats_and_mixed_precision_codes_build():
+    assert workbook.autoencoder(int_cast).get_layer("bottleneck").output.dtype == "float32"
+    workbook.autoencoder(lambda z: keras.ops.cast(z, "float16"))  # half-precision codes are floats: built
+
+
 def test_unknown_names_and_options_are_refused():
     with pytest.raises(
         ValueError, match=r"bottleneck='no_such_thing' must be a name in workbook.SURROGATES.*cast_int_ste"

@@ -236,12 +236,14 @@ FITS = {
 }
 
 
-def one_run(case, x_train, find_cuts):
-    """Train a seeded model as the case says, with a monitor (find_cuts True or False) or none (None)."""
+def one_run(case, x_train, find_cuts, monitors=1):
+    """Train a seeded model as the case says, with `monitors` monitors (find_cuts True or False) or none (None)."""
     cut, fit = FITS[case]
     model, source = model_with_noise(cut), Source(x_train)
-    monitor = None if find_cuts is None else workbook.GradientNormMonitor(every=1, live=False, find_cuts=find_cuts)
-    logs = fit(model, x_train, source, [] if monitor is None else [monitor])
+    callbacks = [] if find_cuts is None else [workbook.GradientNormMonitor(every=1, live=False, find_cuts=find_cuts)]
+    callbacks += [workbook.GradientNormMonitor(every=2, live=False) for _ in range(monitors - 1)]
+    logs = fit(model, x_train, source, callbacks)
+    monitor = callbacks[0] if callbacks else None
     return {
         "calls": source.calls,
         "rows": source.rows,
@@ -249,6 +251,7 @@ def one_run(case, x_train, find_cuts):
         "weights": model.get_weights(),
         "after": keras.random.normal((6,)).numpy(),  # the next unseeded draw after the fit
         "monitor": monitor,
+        "monitors": callbacks,
     }
 
 
@@ -276,6 +279,24 @@ def test_find_cuts_trains_exactly_as_without_it_and_names_the_cut(x_train, finde
     np.testing.assert_array_equal(records.norms, records_off.norms)
     found = records.cut_by["encoder"]
     assert (found.op_type, found.file) == ("Round", __file__)
+
+
+@pytest.mark.filterwarnings("ignore:Gradients do not exist")
+@pytest.mark.parametrize("case", ["arrays, BatchNorm, Dropout, GaussianNoise", "one shared generator"])
+@pytest.mark.parametrize("monitors", [2, 3])
+def test_every_monitor_on_a_fit_names_the_cut_and_training_is_as_without_them(x_train, finder_calls, case, monitors):
+    # The first monitor's batch end used to let the batch go before the next one read it.
+    plain = one_run(case, x_train, find_cuts=None)
+    run = one_run(case, x_train, find_cuts=True, monitors=monitors)
+    assert_same_training(run, plain)
+    for monitor in run["monitors"]:
+        found = monitor.history.cut_by["encoder"]
+        assert not isinstance(found, str), found
+        assert (found.op_type, found.file) == ("Round", __file__)
+    # Each monitor searched the very batch the first step trained on: the first 32 rows.
+    assert len(finder_calls) == monitors
+    for call in finder_calls:
+        np.testing.assert_array_equal(call[1][0], x_train[:32])
 
 
 @pytest.mark.filterwarnings("ignore:Gradients do not exist")

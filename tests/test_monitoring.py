@@ -383,6 +383,59 @@ def test_live_figure_is_shown_once_then_updated_in_place_and_throttled(x_train, 
     assert named in caption.bundles[-1]["text/plain"] and named in image.bundles[-1]["text/plain"]
 
 
+class Clock:
+    """A clock that moves only when told: each batch and each frame take the time given, on any machine."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+
+def test_a_short_fit_whose_frames_cost_much_is_still_seen_to_grow_and_trains_as_without_it(
+    x_train, notebook, monkeypatch
+):
+    # As notebook 04 at its defaults (every=2, refresh_seconds=0.5, 63 batches): a frame costs 1 s and
+    # a batch 0.05 s, so waiting nine times a frame's cost would show nothing between step 0 and the end.
+    from workbook.monitor import monitoring
+
+    clock, real_png = Clock(), monitoring.figure_png
+
+    def costly_png(figure):
+        clock.now += 1.0
+        return real_png(figure)
+
+    class Batches(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            clock.now += 0.05
+
+    monkeypatch.setattr(monitoring, "time", clock)
+    monkeypatch.setattr(monitoring, "figure_png", costly_png)
+    images, fits = x_train[:126], {}
+    for name, callbacks in [
+        ("plain", [Batches()]),
+        ("monitored", [Batches(), workbook.GradientNormMonitor(every=2, refresh_seconds=0.5)]),
+    ]:
+        model = workbook.autoencoder(int_cast, seed=0)
+        keras.utils.set_random_seed(0)
+        with pytest.warns(UserWarning):
+            fits[name] = model.fit(
+                images, images, batch_size=2, epochs=1, shuffle=False, callbacks=callbacks, verbose=0
+            )
+        fits[name] = (fits[name].history["loss"], model.get_weights())
+    assert fits["monitored"][0] == fits["plain"][0]
+    for weight, plain in zip(fits["monitored"][1], fits["plain"][1], strict=True):
+        np.testing.assert_array_equal(weight, plain)
+    image, _ = notebook
+    steps = [int(bundle["text/plain"].split("at step ")[1].split(":")[0]) for bundle in image.bundles[1:]]
+    assert steps[0] == 0 and steps[-1] == 62  # the first record, and the end
+    # A frame in every quarter of the fit after the first, and no more than the quarters add.
+    for low, high in [(16, 31), (32, 47), (48, 61)]:
+        assert any(low <= step <= high for step in steps), steps
+    assert len(steps) <= 2 + 4 + 1, steps
+
+
 def test_live_false_shows_nothing_even_in_a_notebook(x_train, notebook):
     model = workbook.autoencoder(None)
     monitor = workbook.GradientNormMonitor(every=1, live=False)

@@ -194,7 +194,16 @@ def _load_keras():
             ) from None
     import keras
 
-    return keras.datasets.mnist.load_data()
+    try:
+        return keras.datasets.mnist.load_data()
+    except Exception as error:  # an OSError where the cache cannot be, Keras's bare Exception offline
+        why = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+        raise ValueError(
+            f"source='keras' must be a data set Keras can read or download, but Keras could not put MNIST in its "
+            f"cache {path} ({why}). Check that KERAS_HOME (or ~/.keras) is a folder you can write to and that "
+            f"{KERAS_MNIST_URL} can be reached, or use source='bundled' (10,000 digits shipped with the "
+            "workbook) or source='auto' (the bundled digits whenever Keras's cannot be had)."
+        ) from None
 
 
 def _load_cached_keras(path):

@@ -56,15 +56,30 @@ def setup(seed=0, quiet=True):
     """
     check_seed(seed)
     check_flag("quiet", quiet)
-    if quiet:
-        _quiet_start()
-    import keras
+    try:
+        if quiet:
+            _quiet_start()
+        import keras
+    except ImportError as error:  # a broken or missing install: say so, and what to do, above its traceback
+        raise ImportError(_cannot_import(error)) from error
 
     seed = int(seed)  # a NumPy integer too: random.seed takes only Python's own
     random.seed(seed)
     np.random.seed(seed)
     keras.utils.set_random_seed(seed)
     return environment_report()
+
+
+def _cannot_import(error):
+    """What setup() says when TensorFlow or Keras cannot be imported, and how to get them."""
+    from workbook.core.compatibility import MINIMUM_VERSIONS, on_colab, what_to_do
+
+    why = (f"{type(error).__name__}: {error}".splitlines() or [""])[0][:300]
+    needed = f"TensorFlow {MINIMUM_VERSIONS['tensorflow']} or newer with Keras {MINIMUM_VERSIONS['keras']} or newer"
+    problems = [f"tensorflow could not be imported ({why})", f"keras could not be imported ({why})"]
+    return f"workbook.setup: the workbook needs {needed}, which could not be imported ({why}). " + what_to_do(
+        problems, on_colab()
+    )
 
 
 def _quiet_start():

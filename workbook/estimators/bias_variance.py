@@ -23,6 +23,7 @@ from workbook.estimators.sampling import (
     check_estimator,
     check_samples,
     check_tau,
+    check_taus,
     leave_one_out_baseline,
     sample_latent,
 )
@@ -519,10 +520,10 @@ def measure_estimators(
     -------
     list of BiasVariance
     """
-    if isinstance(taus, (str, numbers.Number)) or not hasattr(taus, "__len__") or len(taus) == 0:
-        refuse("taus", taus, "a non-empty list of temperatures, e.g. taus=(0.25, 0.5, 1.0)", "measure_estimators")
-    for tau in taus:  # all of them before the first measurement
-        check_tau(tau, owner="measure_estimators")
+    taus = check_taus(taus, "(0.25, 0.5, 1.0)", "measure_estimators")
+    if problem is not None and not isinstance(problem, DiscreteProblem):
+        allowed = "None (the default problem) or a DiscreteProblem, e.g. workbook.make_problem('bernoulli')"
+        refuse("problem", problem, allowed, "measure_estimators")
     problem = make_problem() if problem is None else problem
     results = []
     for estimator in estimators_for(problem.latent):

@@ -3,12 +3,10 @@
 Introduced in 06_beyond_straight_through.ipynb.
 """
 
-import numbers
-
 import numpy as np
 
-from workbook.core.arguments import check_callable, check_count, check_seed, check_tolerance, refuse
-from workbook.estimators.sampling import check_tau
+from workbook.core.arguments import check_callable, check_count, check_seed, check_tolerance
+from workbook.estimators.sampling import check_taus
 
 __all__ = ["check_gumbel_softmax_st"]
 
@@ -127,9 +125,7 @@ def _checked_arguments(fn, taus, n_samples, seed, atol):
     """Refuse check_gumbel_softmax_st's bad arguments by name; return the temperatures as floats."""
     owner = "check_gumbel_softmax_st"
     check_callable("fn", fn, "your function fn(logits, noise, tau)", owner)
-    if isinstance(taus, (str, numbers.Number)) or not hasattr(taus, "__len__") or len(taus) == 0:
-        refuse("taus", taus, "a non-empty list of temperatures, e.g. taus=(0.3, 1.0, 3.0)", owner)
-    taus = [check_tau(tau, owner) for tau in taus]
+    taus = check_taus(taus, "(0.3, 1.0, 3.0)", owner)
     check_count("n_samples", n_samples, low=1, high=100_000, owner=owner)
     check_seed(seed, owner=owner)
     check_tolerance("atol", atol, owner)

@@ -340,6 +340,9 @@ class VectorQuantizer(keras.layers.Layer):
     def call(self, inputs, training=False):
         if "float" not in keras.backend.standardize_dtype(inputs.dtype):
             refuse("inputs", inputs, "a float tensor: codes are float vectors", "VectorQuantizer")
+        # Values are known only outside a traced function, as DiscreteBottleneck checks its logits.
+        if hasattr(inputs, "numpy") and not bool(ops.all(ops.isfinite(inputs))):
+            refuse("inputs", inputs, "finite: it holds NaN or infinity, which no code is nearest to", "VectorQuantizer")
         if training and self.restart_after is not None:
             self.restart_unused_codes(inputs)
         codes = self.lookup(inputs)

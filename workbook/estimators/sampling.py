@@ -47,7 +47,9 @@ one, with its own trade-off:
 Every function uses ``keras.ops`` and works eagerly, in ``tf.function`` and in a layer.
 """
 
-from workbook.core.arguments import check_count, check_seed, is_number, is_whole_number, refuse
+import numbers
+
+from workbook.core.arguments import check_count, check_seed, is_number, is_whole_number, refuse, shown
 
 __all__ = [
     "ESTIMATORS",
@@ -57,6 +59,7 @@ __all__ = [
     "leave_one_out_baseline",
     "check_estimator",
     "check_tau",
+    "check_taus",
     "check_samples",
     "check_annealing",
 ]
@@ -116,6 +119,17 @@ def check_tau(tau, owner="sample_latent"):
     if not is_number(tau, low=0, high=100, include_low=False):
         refuse("tau", tau, "a temperature in (0, 100], e.g. tau=1.0; small tau is closer to discrete", owner)
     return float(tau)
+
+
+def check_taus(taus, example, owner):
+    """``taus`` as a list of floats, each a temperature in (0, 100], or a ValueError naming ``taus``."""
+    allowed = f"a non-empty list of temperatures in (0, 100], e.g. taus={example}"
+    if isinstance(taus, (str, numbers.Number)) or not hasattr(taus, "__len__") or len(taus) == 0:
+        refuse("taus", taus, allowed, owner)
+    for index, tau in enumerate(taus):  # all of them before the first measurement
+        if not is_number(tau, low=0, high=100, include_low=False):
+            refuse("taus", taus, f"{allowed}; taus[{index}]={shown(tau)} is not", owner)
+    return [float(tau) for tau in taus]
 
 
 def check_annealing(estimator, tau, anneal_rate, anneal_every=None, tau_min=None, owner="DiscreteBottleneck"):

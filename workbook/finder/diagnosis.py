@@ -59,6 +59,8 @@ def find_gradient_breaks(target, example, loss=None):
     example : array, tensor, or tuple of them
         An input to trace and to measure gradients on (a tuple means several
         positional arguments, or ``(x, y)`` / ``(x, y, sample_weight)`` for a model).
+        A model with several inputs takes its ``x`` as it takes it in ``fit``: a dict,
+        list or nested structure of arrays, e.g. ``({"image": x_image, "label": x_label}, y)``.
     loss : callable, optional
         ``loss(y, y_pred)`` to follow for a model that is not compiled with one.
 
@@ -123,8 +125,8 @@ def _snapshot(variables):
 
 def _check_example(example):
     """Refuse an empty example, or one holding NaN or infinity (every measured gradient would be NaN)."""
-    parts = example if isinstance(example, (tuple, list)) else (example,)
-    if len(parts) == 0:
+    parts = _leaves(example)
+    if any(isinstance(part, (dict, tuple, list)) for part in parts):  # an empty one, where an input goes
         refuse("example", example, "an input to trace: an array or tensor, or a tuple of them")
     for part in parts:
         try:
@@ -133,6 +135,15 @@ def _check_example(example):
             continue
         if values.dtype.kind in "fc" and not np.isfinite(values).all():
             refuse("example", example, "finite: it holds NaN or infinity, so every gradient measured on it is NaN")
+
+
+def _leaves(example):
+    """The arrays of an example, inside its tuples, lists and dicts (a model's several inputs); an empty one stays."""
+    if isinstance(example, dict) and example:
+        return [leaf for item in example.values() for leaf in _leaves(item)]
+    if isinstance(example, (tuple, list)) and example:
+        return [leaf for item in example for leaf in _leaves(item)]
+    return [example]
 
 
 @dataclass

@@ -5,7 +5,8 @@ Introduced in 03_finding_gradient_killers.ipynb. Load it once, in the Setup cell
     %load_ext workbook.finder.missing_gradients
 
 From then on, when ``fit`` or ``train_on_batch`` raises "No gradients provided for any
-variable", the notebook shows the error as always and, under it, the report of
+variable" (from Keras's step or your own ``train_step``), or TensorFlow's LookupError for an
+op with no registered gradient, the notebook shows the error as always and, under it, the report of
 :func:`workbook.find_gradient_breaks` run on the model and the first batch of the call
 that failed. When Keras only warns that "Gradients do not exist for variables" (some
 layers are cut, the rest train), the report follows at the end of the cell's output.
@@ -15,7 +16,8 @@ finder.
 It is as harmless as not loading it: every error and warning is shown as without it, and
 the report is worked out after the error is shown or after the cell, never while Keras
 traces the step. It reads a batch again only where that changes nothing (NumPy arrays,
-tensors, a ``tf.data`` pipeline without a generator, a shuffle, random ops or a cache);
+tensors, dicts and lists of them for a model with several inputs, a ``tf.data`` pipeline
+without a generator, a shuffle, random ops or a cache);
 for any other data it says which call to paste. It calls none of your code, and when it
 fails or is interrupted it says so in one line and stays loaded.
 
@@ -29,11 +31,15 @@ import contextlib
 import inspect
 import linecache
 import sys
+import threading
 from dataclasses import dataclass
 
 from workbook.finder import hints
 
 NO_GRADIENTS = "No gradients provided for any variable"
+#: The errors a training call raises when a gradient is missing: Keras's ValueError (no variable got
+#: one), TensorFlow's LookupError (an op on the way has no registered gradient).
+HANDLED = (ValueError, LookupError)
 SOME_MISSING = "Gradients do not exist for variables"
 #: The Keras methods whose frame holds the model and the data of a training call.
 TRAINING_CALLS = ("fit", "train_on_batch")
@@ -44,21 +50,33 @@ DEFAULT_BATCH = 32
 #: What the extension's own lines start with, so that they are not taken for Keras's.
 NAME = "workbook.finder.missing_gradients"
 INTERRUPTED = hints.INTERRUPTED.format(name=NAME)
+#: The one line for a warning from a thread where no training call can be found.
+OTHER_THREAD = (
+    f"{NAME}: a gradient is missing, as Keras warned from another thread (a distribution strategy's, say); "
+    "the call that trained cannot be found from there, so no culprit this time. To name the op that cut "
+    "the gradient, pass one batch: "
+    "workbook.find_gradient_breaks(model, (x_batch, y_batch))"
+)
 
-_ACTIVE = {}  # shell -> its MissingGradients, while loaded
+#: The shell's attribute holding its MissingGradients while loaded. On the shell, not in this
+#: module: a reload of the module (``%autoreload 2`` runs IPython's superreload) makes its
+#: globals anew, and ``%unload_ext`` must still find what it has to put back.
+ACTIVE = "_workbook_missing_gradients"
 
 
 def load_ipython_extension(shell):
     """Turn the extension on in ``shell`` (what ``%load_ext workbook.finder.missing_gradients`` calls)."""
-    if shell not in _ACTIVE:
-        _ACTIVE[shell] = MissingGradients(shell)
-        _ACTIVE[shell].start()
+    if getattr(shell, ACTIVE, None) is None:
+        active = MissingGradients(shell)
+        setattr(shell, ACTIVE, active)
+        active.start()
 
 
 def unload_ipython_extension(shell):
     """Turn it off and put back what it replaced (``%unload_ext workbook.finder.missing_gradients``)."""
-    active = _ACTIVE.pop(shell, None)
+    active = getattr(shell, ACTIVE, None)
     if active is not None:
+        setattr(shell, ACTIVE, None)
         active.stop()
 
 
@@ -81,18 +99,22 @@ class MissingGradients:
         self._previous = None
         self._hooks = None  # the warning hook while started
         self._installed = None  # IPython's handler made from ours, to know it is still in place
+        self._after_cell = None  # the post_run_cell callback as registered
 
     def start(self):
         from workbook.core.internals import shown_warnings
 
         shell = self.shell
         self._previous = (shell.custom_exceptions, getattr(shell, "CustomTB", None))
-        others = tuple(e for e in shell.custom_exceptions if e is not ValueError)
-        shell.set_custom_exc(others + (ValueError,), self.on_error)
+        others = tuple(e for e in shell.custom_exceptions if e not in HANDLED)
+        shell.set_custom_exc(others + HANDLED, self.on_error)
         self._installed = shell.CustomTB
         self._hooks = contextlib.ExitStack()
         self._hooks.enter_context(shown_warnings(self.on_warning))
-        shell.events.register("post_run_cell", self.after_cell)
+        # The very callable registered is the one unregistered: a reload of this module makes
+        # ``self.after_cell`` another function, which IPython would not find.
+        self._after_cell = self.after_cell
+        shell.events.register("post_run_cell", self._after_cell)
 
     def stop(self):
         exceptions, handler = self._previous
@@ -100,7 +122,7 @@ class MissingGradients:
             self.shell.custom_exceptions, self.shell.CustomTB = exceptions, handler
         hooks, self._hooks = self._hooks, None
         hooks.close()
-        self.shell.events.unregister("post_run_cell", self.after_cell)
+        self.shell.events.unregister("post_run_cell", self._after_cell)
 
     def on_error(self, shell, etype, value, tb, tb_offset=None):
         """IPython's custom exception handler: the error first, exactly as without it, then the culprit."""
@@ -118,15 +140,19 @@ class MissingGradients:
         """
         with contextlib.suppress(Exception):
             if self._hooks is not None and SOME_MISSING in str(message.message):
-                call = _training_call_of(_stack_positions(sys._getframe(1)))
-                if call is not None and all(call.model is not noted.model for noted in self.pending):
+                # A distribution strategy traces the step on a thread of its own, where fit is not
+                # on the stack: the thread that called fit waits in it meanwhile.
+                call = _training_call_of(_stack_positions(sys._getframe(1))) or _training_call_on_another_thread()
+                if call is None and threading.current_thread() is not threading.main_thread():
+                    call = OTHER_THREAD  # said after the cell, in one line
+                if call is not None and all(_model_of(call) is not _model_of(noted) for noted in self.pending):
                     self.pending.append(call)
 
     def after_cell(self, result=None):
         """post_run_cell: the reports for the warnings this cell raised, under its output."""
         pending, self.pending = self.pending, []
         if pending:
-            self._safely(lambda: [self._explain(call) for call in pending])
+            self._safely(lambda: [_say(call) if call is OTHER_THREAD else self._explain(call) for call in pending])
 
     def _safely(self, report):
         """Run ``report``; if it fails or is interrupted, one line says so and the student's work goes on."""
@@ -139,12 +165,12 @@ class MissingGradients:
 
     def _explain_error(self, value, tb):
         positions = _traceback_positions(tb)
-        if NO_GRADIENTS not in str(value) or not positions or _is_yours(positions[-1][0].f_code.co_filename):
-            return  # another error, or one your own code raised: not Keras's missing gradients
+        if not positions or not _is_missing_gradient(value):
+            return  # another error
         call = _training_call_of(positions)
-        if call is not None:
+        if call is not None:  # fit's step, your own train_step included (Keras keeps only your frames of it)
             self._explain(call)
-        else:
+        elif not _is_yours(positions[-1][0].f_code.co_filename):  # your own raise with Keras's words: not ours
             _say(_own_loop_note(positions))
 
     def _explain(self, call):
@@ -164,6 +190,28 @@ class MissingGradients:
             return
         _say(hints.REPORTED_ON.format(description=description))
         display(report)  # at once: nothing is written between the note and its report
+
+
+def _model_of(call):
+    return getattr(call, "model", call)
+
+
+def _training_call_on_another_thread():
+    """The Keras training call that another thread of this process waits in, if one does."""
+    here = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        call = None if ident == here else _training_call_of(_stack_positions(frame))
+        if call is not None:
+            return call
+    return None
+
+
+def _is_missing_gradient(error):
+    """Keras's "No gradients provided", or TensorFlow's LookupError for an op with no registered gradient."""
+    from workbook.finder.tracing import UNREGISTERED
+
+    text = str(error)
+    return NO_GRADIENTS in text if isinstance(error, ValueError) else bool(UNREGISTERED.search(text))
 
 
 def _say(text):
@@ -260,19 +308,35 @@ def _is_yours(filename):
 
 def _first_batch_of(call):
     """(example, None) with the first batch of ``call`` as (x, y[, sample_weight]), or (None, why not)."""
-    import numpy as np
     import tensorflow as tf
 
     x, y, weights = (call.arguments.get(name) for name in DATA_ARGUMENTS[:3])
     if isinstance(x, tf.data.Dataset):
         return _first_batch_of_dataset(x)
-    parts = [x, y] if weights is None else [x, y, weights]
-    if not all(_is_array(part) for part in parts):
+    # Without y, (x,): the batch as fit hands it to the step (a train_step of your own reads it so).
+    parts = [x, y, weights][: 1 if y is None and weights is None else 2 if weights is None else 3]
+    if not all(_is_arrays(part) for part in parts):
         return None, _why_not_read(x, y)
-    if call.method == "fit":
-        rows = call.arguments.get("batch_size")
-        parts = [part[: rows if _is_count(rows) else DEFAULT_BATCH] for part in parts]
-    return tuple(np.asarray(part) for part in parts), None
+    return tuple(_first_rows(part, _rows_read(call)) for part in parts), None
+
+
+def _rows_read(call):
+    """How many rows the call's first batch has: fit's batch_size (32 if not given); train_on_batch's all."""
+    if call.method != "fit":
+        return None
+    rows = call.arguments.get("batch_size")
+    return rows if _is_count(rows) else DEFAULT_BATCH
+
+
+def _first_rows(value, rows):
+    """The first ``rows`` rows (all if None) of an array, or of each array of a dict, list or tuple."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {key: _first_rows(item, rows) for key, item in value.items()}
+    if isinstance(value, (tuple, list)):
+        return tuple(_first_rows(item, rows) for item in value)  # fit hands a list of inputs on as a tuple
+    return np.asarray(value if rows is None else value[:rows])
 
 
 def _is_count(value):
@@ -292,6 +356,15 @@ def _first_batch_of_dataset(dataset):
     return tuple(batch), None
 
 
+def _is_arrays(value):
+    """An array or tensor with values, or a dict, list or tuple of them (a model's several inputs)."""
+    if isinstance(value, dict):
+        return bool(value) and all(_is_arrays(item) for item in value.values())
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(_is_arrays(item) for item in value)
+    return _is_array(value)
+
+
 def _is_array(value):
     """A NumPy array or a tensor with values: slicing and reading it runs no code of yours and changes nothing."""
     import numpy as np
@@ -305,12 +378,14 @@ def _why_not_read(x, y):
 
     if isinstance(x, keras.utils.PyDataset) or hasattr(type(x), "__next__"):
         return hints.GENERATOR
-    given = type(x).__name__ if y is None or _is_array(x) else f"{type(x).__name__} and {type(y).__name__}"
+    given = type(x).__name__ if y is None or _is_arrays(x) else f"{type(x).__name__} and {type(y).__name__}"
     return hints.ONLY_ARRAYS.format(given=given)
 
 
 def _description(call, example):
-    rows = len(example[0])
+    import tensorflow as tf
+
+    rows = len(tf.nest.flatten(example[0])[0])  # the rows of x, of its first array if it has several
     if isinstance(call.arguments.get("x"), _dataset_type()):
         return hints.FIRST_BATCH.format(model=call.model.name, rows=rows)
     # Not "the first batch": fit shuffles arrays, so its first batch is other rows.

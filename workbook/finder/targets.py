@@ -45,23 +45,83 @@ def prepare(target, example, loss=None):
         # For a whole model what matters is its weights: an input that is cut
         # (a preprocessing step, the targets y) stops nothing from training.
         inputs = [(None, tensor) for _, tensor in inputs]
+    call, inputs = _one_tensor_per_argument(call, inputs)
     arguments = [tensor for _, tensor in inputs]
     inputs = [(name, tensor) for name, tensor in inputs if name is not None]
     return Target(call, inputs, variables, layer_of, description, arguments)
 
 
 def _example_parts(example):
-    """The example as a list of tensors: one per item of a tuple or list, else one."""
+    """The example as a list of parts: one per item of a tuple or list, else one.
+
+    Each part is a tensor, or a dict, list or tuple of them (the inputs of a model with
+    several inputs: ``({"a": x_a, "b": x_b}, y)`` or ``([x_a, x_b], y)``), nested as deep as given.
+    """
     if isinstance(example, (tuple, list)):
-        return [_as_tensor(part, f"example[{i}]") for i, part in enumerate(example)]
-    return [_as_tensor(example, "example")]
+        return [_as_structure(part, f"example[{i}]") for i, part in enumerate(example)]
+    return [_as_structure(example, "example")]
+
+
+def _one_tensor_per_argument(call, inputs):
+    """(call, inputs) with each dict, list or tuple of tensors made one argument per tensor (what is traced)."""
+    structures = [tensor for _, tensor in inputs]
+    inputs = [(name, leaf) for name, structure in inputs for name, leaf in _named_leaves(name, structure)]
+    if any(not _is_tensor(structure) for structure in structures):
+        call = _Packed(call, structures)
+    return call, inputs
+
+
+def _as_structure(value, name):
+    """``value`` with each array made a tensor, its dicts, lists and tuples of arrays kept as they are."""
+    if isinstance(value, dict) and value:
+        return {key: _as_structure(item, f"{name}[{key!r}]") for key, item in value.items()}
+    if isinstance(value, (tuple, list)) and value and all(_is_structured(item) for item in value):
+        return type(value)(_as_structure(item, f"{name}[{i}]") for i, item in enumerate(value))
+    return _as_tensor(value, name)
+
+
+def _is_structured(value):
+    """An array, a tensor, or a dict of them: an item of a list of inputs (a list of numbers is one array)."""
+    return isinstance(value, dict) or (hasattr(value, "shape") and hasattr(value, "dtype"))
+
+
+def _is_tensor(value):
+    return not isinstance(value, (dict, tuple, list))
+
+
+def _named_leaves(name, structure):
+    """(name, tensor) of each tensor in ``structure``, in ``tf.nest`` order: ``x['a']``, ``x[0]``."""
+    if _is_tensor(structure):
+        return [(name, structure)]
+    items = sorted(structure.items()) if isinstance(structure, dict) else enumerate(structure)
+    return [leaf for key, item in items for leaf in _named_leaves(None if name is None else f"{name}[{key!r}]", item)]
+
+
+class _Packed:
+    """A call of structured arguments, made a call of their tensors one by one (what is traced)."""
+
+    def __init__(self, call, structures):
+        self.call, self.structures = call, structures
+        self.__name__ = getattr(call, "__name__", type(call).__name__)
+
+    def __call__(self, *tensors):
+        import tensorflow as tf
+
+        return self.call(*tf.nest.pack_sequence_as(self.structures, list(tensors)))
+
+    def __getattr__(self, name):  # what the call records as it runs (a train_step's missing gradients)
+        if name == "call":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.call, name)
 
 
 def _what_to_follow(target, example, parts, loss):
     """(call, description, named inputs): a model's loss, a layer's output, or a function's output."""
     import keras
 
-    if isinstance(target, keras.Model) and _follows_loss(target, loss) and len(parts) in (2, 3):
+    # (x,) is a batch without targets, as fit hands it to a train_step of your own (a GAN's images).
+    as_fit_gives = len(parts) in (2, 3) or (len(parts) == 1 and isinstance(example, tuple) and _own_step(target))
+    if isinstance(target, keras.Model) and _follows_loss(target, loss) and as_fit_gives:
         call, description = _model_loss(target, loss)
         return call, description, list(zip(["x", "y", "sample_weight"], parts, strict=False))  # sample_weight optional
     if isinstance(target, keras.layers.Layer):
@@ -69,6 +129,12 @@ def _what_to_follow(target, example, parts, loss):
         return call, description, [("inputs", parts[0])]
     description = f"the output of {getattr(target, '__name__', repr(target))}"
     return target, description, list(zip(_argument_names(target, len(parts)), parts, strict=True))
+
+
+def _own_step(model):
+    import keras
+
+    return isinstance(model, keras.Model) and type(model).train_step is not keras.Model.train_step
 
 
 def _follows_loss(model, loss):
@@ -138,6 +204,7 @@ def _train_step_loss(model):
     The step runs as written, except that the optimizer applies nothing: the target of
     the step's ``tape.gradient`` call is recorded and returned.
     """
+    import keras
     import tensorflow as tf
 
     def call(*parts):
@@ -149,7 +216,7 @@ def _train_step_loss(model):
         )
         with internals.recorded_tape_gradients() as recorded, applies_nothing:
             try:
-                model.train_step(tuple(parts))
+                model.train_step(keras.utils.pack_x_y_sample_weight(*parts))  # as fit hands a batch: x alone, no (x,)
             finally:
                 if recorded:
                     # What your own tape returned: None where it did not record the way (stop_recording).

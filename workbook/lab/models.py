@@ -95,6 +95,7 @@ def autoencoder(bottleneck=None, **options):
         ],
         name="autoencoder",
     )
+    _check_floating_output(bottleneck, middle.output.dtype)
     model.compile(optimizer=keras.optimizers.Adam(learning_rate=float(learning_rate)), loss="mse")
     model.optimizer.build(model.trainable_variables)
     return model
@@ -153,6 +154,25 @@ def _check_bottleneck_function(bottleneck):
         allowed = (
             f"a function returning a tensor shaped like its input: on an input of shape {tuple(probe.shape)} "
             f"(two codes) it returned {got}. The decoder after it expects {BOTTLENECK_SHAPE} per image"
+        )
+        refuse("bottleneck", bottleneck, allowed)
+    if getattr(result, "dtype", None) is not None:
+        _check_floating_output(bottleneck, result.dtype)
+
+
+def _check_floating_output(bottleneck, dtype):
+    """Refuse a bottleneck whose output is not floating point: the decoder's convolutions take floats.
+
+    Returning integers is the course's central mistake (04_autoencoder_lab.ipynb): the cast
+    itself is what stops the gradient, so the refusal says where to read why.
+    """
+    import keras
+
+    name = keras.backend.standardize_dtype(dtype)
+    if "float" not in name:  # float16, bfloat16 (mixed precision), float32 and float64 decode
+        allowed = (
+            f"a bottleneck whose output is floating point, but it returned {name}: the decoder after it takes "
+            "floats; cast back to float32 (and see notebook 04 for why the gradient then stops)"
         )
         refuse("bottleneck", bottleneck, allowed)
 

@@ -59,8 +59,12 @@ class GradientNormMonitor(GradientNormRecorder):
     refresh_seconds : float
         Least time between two redraws of the live figure (one more is
         always drawn when ``fit`` ends). Above 0, a redraw also waits nine
-        times as long as the last one took, so drawing never costs more
-        than about a tenth of the training time; 0 draws every record.
+        times as long as a frame takes (the median of the last three, the
+        first frames, which warm matplotlib up, left out), so drawing costs
+        about a tenth of the training time; but that wait never holds a frame
+        back past a quarter of the fit's batches, so even a fit of a few
+        seconds is seen to grow (at most four frames more per fit). 0 draws
+        every record.
     find_cuts : bool
         When a layer's gradient is first None or exactly 0, name the op and the
         line that cut it, in the figure and in ``history.cut_by`` (the finder
@@ -92,15 +96,26 @@ class GradientNormMonitor(GradientNormRecorder):
 
     def on_train_begin(self, logs=None):
         self._screen = _LiveFigure(self.refresh_seconds) if self.live and in_notebook() else None
+        self._calls = 0  # calls of the train function in this fit, for how far along it is
         super().on_train_begin(logs)
         if self._screen is not None:
             self._screen.show(self.history)
 
     def on_train_batch_end(self, batch, logs=None):
         records = len(self.history)
+        self._calls += 1
         super().on_train_batch_end(batch, logs)
         if self._screen is not None and len(self.history) > records:
-            self._screen.show(self.history)
+            self._screen.show(self.history, progress=self._progress())
+
+    def _progress(self):
+        """The fraction of this fit's batches done (None where fit does not say how many it runs)."""
+        params = getattr(self, "params", None) or {}
+        steps, epochs = params.get("steps"), params.get("epochs")
+        if not steps or not epochs:
+            return None
+        per_call = getattr(self.model, "steps_per_execution", 1) or 1
+        return min(1.0, self._calls * int(per_call) / (steps * epochs))
 
     def on_train_end(self, logs=None):
         super().on_train_end(logs)
@@ -159,22 +174,43 @@ class _LiveFigure:
         self.figure.subplots_adjust(left=0.1, right=0.8, bottom=0.15, top=0.9)
         self.image = self.caption = None
         self.last_drawn = 0.0
-        self.last_cost = 0.0  # seconds the last redraw took
+        self.costs = []  # seconds each redraw took, from the second frame with records on
         self.redraws = 0
         self.drew_records = False  # whether a frame with records has been drawn
+        self.drawn_progress = 0.0  # how far along the fit was at the last frame
 
-    def show(self, history, final=False):
+    def frame_cost(self):
+        """What a frame costs: the median of the last three, 0 until the warm-up frames are past."""
+        return float(np.median(self.costs[-3:])) if self.costs else 0.0
+
+    def _gap(self, progress):
+        """The least time from the last frame to the next: ``refresh_seconds``, or nine frames' cost if longer."""
+        if self.refresh_seconds <= 0:
+            return 0.0
+        if progress is not None and progress - self.drawn_progress >= 0.25:
+            return self.refresh_seconds  # drawing's budget never hides a quarter of the fit
+        return max(self.refresh_seconds, 9 * self.frame_cost())
+
+    def show(self, history, final=False, progress=None):
         """Draw ``history`` now, unless the last frame is too recent (the first record and the final frame always are).
 
-        The first record is drawn whatever the last frame cost: the frame before it (no data
-        yet) is the first thing matplotlib draws and can cost several times a later frame, and
-        throttling by that cost would leave a short fit with no frame between "waiting" and the end.
+        The first record is drawn whatever the last frame cost, and neither it nor the frame
+        before it (no data yet) counts in what a frame costs: they are the first things
+        matplotlib draws and cost several times a later frame, and throttling by them would leave
+        a short fit with no frame between "waiting" and the end. The wait for the frame's cost
+        ends once a quarter of the fit's batches (``progress``, a fraction) has passed since the
+        last frame; ``refresh_seconds`` is always waited.
         """
         started = time.monotonic()
-        gap = max(self.refresh_seconds, 9 * self.last_cost) if self.refresh_seconds > 0 else 0.0
         first_record = len(history) > 0 and not self.drew_records
-        if self.image is not None and not final and not first_record and started - self.last_drawn < gap:
+        if (
+            self.image is not None
+            and not final
+            and not first_record
+            and started - self.last_drawn < self._gap(progress)
+        ):
             return
+        warm = self.drew_records
         self.drew_records = self.drew_records or len(history) > 0
         from IPython.display import display
 
@@ -197,4 +233,7 @@ class _LiveFigure:
             self.caption.update(caption)
         self.redraws += 1
         self.last_drawn = started
-        self.last_cost = time.monotonic() - started
+        if warm:
+            self.costs.append(time.monotonic() - started)
+        if progress is not None:
+            self.drawn_progress = progress

@@ -69,7 +69,8 @@ What a recorded step means:
 * With a loss-scaling (mixed precision) optimizer the norms are those of the
   scaled gradients.
 * Two monitors in one ``fit`` read the same step: both record every batch
-  their own ``every`` asks for.
+  their own ``every`` asks for, and each gets the batch to name a cut from (it is let
+  go when the last of them is done with it).
 
 Which op cut it. With ``find_cuts`` (the monitor's default), the first time a
 layer's gradient is recorded as None or exactly 0, :func:`workbook.find_gradient_breaks` runs once for it,
@@ -85,6 +86,7 @@ runs none of this: it only compares the norms just read with 0.
 import contextlib
 import enum
 import warnings
+import weakref
 
 import keras
 import numpy as np
@@ -260,6 +262,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
             self._stop(_BYPASSED)
         else:
             self._step, self._steps_read = step, step.steps_run()
+            step.join(self)
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._step is not None:
@@ -272,7 +275,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
         try:
             self._read_step(step)
         finally:
-            step.batch = None  # read or not, it goes: a fit that fails keeps no batch on the model
+            step.done_with_batch(self)  # read or not: the last monitor to be done lets the batch go
 
     def _read_step(self, step):
         """Record what the step's last call measured, if a record is due (and find the cut once)."""
@@ -298,6 +301,8 @@ class GradientNormRecorder(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self._step is not None:
             self._step.disarm()
+            self._step.leave(self)
+            self._step.batch = None  # every batch's end has run: whatever a failed fit left, it goes now
             self._step = None
 
     def _find_cuts(self):
@@ -331,6 +336,8 @@ class GradientNormRecorder(keras.callbacks.Callback):
 
     def _stop(self, reason):
         """Record nothing more in this fit, and say why (once per monitor)."""
+        if self._step is not None:
+            self._step.leave(self)
         self._step = None
         self.history.not_recorded = reason
         if reason not in self._said:
@@ -385,11 +392,16 @@ class _MonitoredStep:
         self.reached_optimizer = False  # set while tracing: the optimizer got this model's gradients
         self.calls = 0
         self.batch = None  # the batch the last call trained on (its last, with steps_per_execution)
+        # The monitors of the current fit, and those done with the batch: every monitor of a fit
+        # reads the batch (two monitors on one fit included) before it is let go.
+        self.readers, self.done = weakref.WeakSet(), weakref.WeakSet()
+        self.readers_since = None  # the count of calls when the readers joined: a fit's monitors join before it runs
 
         def call(iterator):
             """Installed as ``model.train_function`` for one batch: puts back what it replaced, then runs."""
             self.disarm()
             self.calls += 1
+            self.batch, self.done = None, weakref.WeakSet()  # a step that raises keeps no earlier batch
             outputs, self.batch = self.function(iterator)
             if self.state is StepState.NOT_RUN:
                 self.state = StepState.RECORDS if self.reached_optimizer else StepState.BYPASSES
@@ -450,6 +462,23 @@ class _MonitoredStep:
         self.dead_layers = {self.layer_names[i] for i, part in enumerate(parts) if not part}
         if parts:
             self.squares.assign(tf.stack([tf.add_n(p) if p else tf.constant(0.0) for p in parts]))
+
+    def join(self, monitor):
+        """`monitor` reads this step's batches in the fit about to run (those of an earlier fit that failed go)."""
+        if self.readers_since != self.calls:
+            self.readers, self.readers_since = weakref.WeakSet(), self.calls
+        self.readers.add(monitor)
+
+    def leave(self, monitor):
+        """`monitor` reads no more batches; the batch goes once the monitors left are done with it."""
+        self.readers.discard(monitor)
+        self.done_with_batch(monitor)
+
+    def done_with_batch(self, monitor):
+        """`monitor` has read the batch; when every reader has, it goes (no batch is kept on the model)."""
+        self.done.add(monitor)
+        if all(reader in self.done for reader in self.readers):
+            self.batch = None
 
     def arm(self):
         """Make ``model.train_function`` this step for the next call; returns the count of calls so far."""
