@@ -35,7 +35,7 @@ from workbook.finder.hints import (
     NO_GRADIENT_CAN_EXIST,
     TOKENS_HINT,
 )
-from workbook.finder.rewrites import BITWISE_OPS, rewrite
+from workbook.finder.rewrites import ALTERNATIVES, BITWISE_OPS, rewrite
 
 #: Where Keras's own metric functions live: an op made there, by a metric passed as a loss, is a metric's.
 METRICS_DIR = "keras/src/metrics/"
@@ -67,6 +67,18 @@ def advise(op, hint, code=None):
     if honest is not None:
         return honest
     return rewrite(op, code, uses) or _general(op, hint, uses)
+
+
+def advise_all(op, hint, code=None):
+    """Every fix to try for culprit ``op``, the sharpest first (:func:`advise`), then other rewrites of your line.
+
+    :mod:`workbook.finder.checked_advice` applies them in this order to your code and shows the
+    first that passes on your example.
+    """
+    first = advise(op, hint, code)
+    uses = _integer_uses(op) if code else set()
+    others = [fix(op, code, uses) for fix in ALTERNATIVES.get(op.type, ())] if code else []
+    return list(dict.fromkeys([first, *(text for text in others if text)]))
 
 
 def _general(op, hint, uses):

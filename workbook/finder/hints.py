@@ -93,6 +93,51 @@ REASONS = {
             "an op whose gradient TensorFlow decides at run time (a loaded model, a py_function)."
         ),
     ),
+    "measured_branch_not_taken": Reason(
+        label="branch never taken",
+        detail="on your example this {op} never picks the values the gradient would come back through",
+        hint=(
+            "A where() passes the gradient only to the values it picks, and on your example it picks the other "
+            "branch everywhere. If that branch should be picked sometimes, check the condition (a threshold, a "
+            "scale); if the gradient should reach it whichever value is picked, blend the two instead of picking: "
+            "c * a + (1 - c) * b, with c made from the condition by a surrogate such as "
+            "workbook.SURROGATES['step_sigmoid'](x - t)."
+        ),
+        op_hint=False,
+    ),
+    "measured_constant_softmax": Reason(
+        label="softmax of one value",
+        detail="a {op} over an axis of size 1 is 1 whatever its input, so its gradient is exactly 0",
+        hint=(
+            "A softmax over an axis of size 1 always gives 1. For one gate (on or off) use a sigmoid of the "
+            "score; for a choice among several, give the axis one score per choice (softmax over axis=-1 of size > 1)."
+        ),
+        op_hint=False,
+    ),
+    "measured_control": Reason(
+        label="only steers a loop or branch",
+        detail=(
+            "the value reaches the output only through this {op}'s trip count or condition: how many times a "
+            "loop runs, or which branch runs, is a whole number or a choice, and carries no gradient"
+        ),
+        hint=(
+            "A trip count or a branch choice has no gradient. Make the output a function of the value itself: run "
+            "a fixed number of steps and weigh each step's result by a halting probability made from it (Adaptive "
+            "Computation Time, with a ponder cost), or estimate the gradient of the discrete choice with notebook "
+            "06's score-function estimator."
+        ),
+        op_hint=False,
+    ),
+    "measured_zero": Reason(
+        label="passes exactly 0 here",
+        detail="on your example this {op} receives a gradient but passes exactly 0 back",
+        hint=(
+            "On this example the op passes back nothing but zeros (saturated, clipped, every ReLU off, or a "
+            "function flat where your values are). Check its input's values; if they sit where the op is flat by "
+            "design, use a surrogate or a smooth stand-in there."
+        ),
+        op_hint=False,
+    ),
     "branch_condition": Reason(
         label="only picks a branch",
         hint=(
@@ -313,6 +358,28 @@ ALL_ZERO = (
     "(every value on the way is 0, or every ReLU is off, e.g. after a cast that sends everything to 0)"
 )
 DISAGREEMENT = "{source}: the graph says {static}, the GradientTape measured {measured}"
+#: Appended to a finding where the GradientTape's backward pass, measured to every tensor, found the gradient dies.
+MEASURED_DETAIL = {
+    "where": (
+        "; measured on your example: the gradient reaches this op's output, and nothing of it gets back to {sources}"
+    ),
+    "promoted": (
+        "; measured on your example, this is where the gradient of {sources} dies: the other path carries nothing"
+    ),
+}
+#: What the check of a fix on your example found (workbook.finder.checked_advice).
+CHECKED = {
+    "passed": " Checked on your example: the gradient now reaches {names}, and the output is unchanged.",
+    "past": (
+        " Checked on your example: the gradient now gets past this line, and the output is unchanged; the next "
+        "row still cuts it, so fix that one too and run the finder again."
+    ),
+    "cut": "`{fix}` left the gradient cut",
+    "output": "`{fix}` changed the output",
+    "none_passed": (
+        "No rewrite the finder knows passed a check on your example ({tried}), so none is offered as the fix. {hint}"
+    ),
+}
 #: A source the output does not depend on, at the line that uses it.
 UNUSED_SOURCE = (
     "the output does not depend on {source}: it is used on this line, but nothing computed from it reaches the output"
@@ -470,6 +537,10 @@ REWRITE_WHY = {
         "reaches both sides of the comparison"
     ),
     "one_hot": "the same one-hot forward, and backward the softmax's gradient (a straight-through one-hot)",
+    "cast_index": (
+        "the integer is used as an index, so the one_hot that takes it must pass the gradient too: the same "
+        "one-hot forward, and backward the gradient of a softmax of the distance to each class"
+    ),
     "lookup": (
         "ids carry no gradient, a product does: the same rows forward, chosen by a straight-through one-hot, "
         "and the gradient reaches both the scores and the table"

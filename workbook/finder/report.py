@@ -10,7 +10,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from workbook.core.notebook_cells import cell_label
-from workbook.finder.advice import advise, advise_untraceable
+from workbook.finder.advice import advise_all, advise_untraceable
 from workbook.finder.frames import user_frame
 from workbook.finder.hints import CAUSES, OP_HINTS, REASONS, UNTRACEABLE_WHY
 
@@ -44,6 +44,9 @@ class Finding:
     order: int = 0  # position along the path, among findings of the same rank
     rank: Rank = Rank.PATH
     layer: str | None = None  # the Keras layer whose code made the op, when no line of yours made the op itself
+    candidates: list = field(default_factory=list)  # the fixes to check on your example, ``hint`` the first
+    fallback: str = ""  # the advice in words, shown when no candidate passes the check
+    checked: bool | None = None  # whether ``hint`` passed a check on your example (None: not checked)
 
     def sort_key(self):
         """Culprit first: by :class:`Rank`, then by position along the path."""
@@ -55,6 +58,8 @@ class Finding:
         dtypes = ", ".join(t.dtype.name for t in op.outputs) or "nothing"
         message = message.splitlines()[0][:300] if message else "an error"
         file, line, code = frame
+        general = OP_HINTS.get(op.type, known.hint) if known.op_hint else known.hint
+        candidates = advise_all(op, general, code) if known.op_hint else [general]
         return cls(
             op_type=op.type,
             op_name=op.name,
@@ -62,7 +67,9 @@ class Finding:
             file=file,
             line=line,
             code=code,
-            hint=advise(op, OP_HINTS.get(op.type, known.hint), code) if known.op_hint else known.hint,
+            hint=candidates[0],
+            candidates=candidates,
+            fallback=general,
             detail=known.detail.format(op=op.type, dtypes=dtypes, message=message),
             cuts=list(cuts),
             order=order,

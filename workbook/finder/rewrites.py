@@ -307,6 +307,32 @@ def _one_hot_of_sample(op):
     return found[0] if found and re.fullmatch(r"\w+", found[0].args[0]) else None
 
 
+def cast_index_op(op, code, uses):
+    """A float cast to an integer that a one_hot takes as its index: the same whole numbers as a float, and a
+    straight-through one-hot of that float (the one-hot forward, a softmax of the distance to each class backward)."""
+    call = _int_cast(op, code)
+    one_hot = _downstream(op, lambda c: c.type == "OneHot")
+    if call is None or one_hot is None:
+        return None
+    found = [c for c in named(user_frame(one_hot.traceback)[2], {"one_hot"}) if c.args]
+    classes = found[0].argument(1, "num_classes") if found else None
+    if not classes or found[0].text in call.text or call.text in found[0].text:
+        return None
+    index, old = found[0].args[0], found[0].text
+    soft = f"ops.softmax(-ops.square(ops.expand_dims({index}, -1) - ops.arange({classes}, dtype='float32')))"
+    hard = f"ops.one_hot(ops.cast({index}, 'int32'), {classes})"
+    return REPLACE_TWO.format(
+        old=call.text,
+        new=f"workbook.SURROGATES['cast_int_ste']({call.args[0]})",
+        second_old=old,
+        second_new=f"{soft} + ops.stop_gradient({hard} - {soft})",
+        why=REWRITE_WHY["cast_index"],
+    )
+
+
+#: Rewrites to try after the first, per op type, when the first does not pass on your example.
+ALTERNATIVES = {"Cast": (cast_index_op,)}
+
 #: The rewrite for each op type; each returns a hint, or None when your line does not show the call.
 REWRITES = {
     "Round": step_op,

@@ -1,0 +1,253 @@
+"""Advice checked before it is shown: each candidate fix applied to your own code, and measured.
+
+Introduced in 03_finding_gradient_killers.ipynb (the section "A fix checked on your example").
+A hint of the form "Replace `OLD` with `NEW`" (:mod:`workbook.finder.rewrites`) is applied
+the way you would apply it: in the function whose line made the culprit, OLD becomes NEW.
+The target then runs once more, eagerly, on your example, under a ``GradientTape``, and the
+candidate passes when the gradient now reaches every input and weight that the culprit
+starved, and the output stays what it was. The first candidate that passes is shown, with
+"Checked on your example: ..."; one that fails is never shown as the fix. The function is
+put back as it was afterwards, also when the check fails.
+"""
+
+import contextlib
+import gc
+import inspect
+import re
+import textwrap
+import types
+
+import numpy as np
+
+from workbook.core.internals import kept_random_state
+from workbook.finder.hints import CHECKED
+from workbook.finder.reach import tf_variable
+
+REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
+#: How far the output may move and still be "unchanged": relative to its largest value, float32 round-off.
+TOLERANCE = 1e-4
+
+
+def check_culprit(report, followed):
+    """Choose the culprit's hint among its candidates by applying each to your code; mark the one shown.
+
+    ``followed`` is the :class:`~workbook.finder.targets.Target` the report was made on. A
+    culprit with no candidate that can be applied keeps its hint as it is.
+    """
+    culprit = report.culprit
+    starving = _starving(report, culprit)
+    if not starving or not culprit.file:
+        return
+    names = ", ".join(report.sources[i].label for i in starving)
+    check = _Check(followed, culprit, starving, alone=len(report.findings) == 1)
+    tried = []
+    for hint, pairs, (reached, unchanged) in check.verdicts(culprit.candidates):
+        if reached != "cut" and unchanged:
+            culprit.hint, culprit.checked = hint + CHECKED[reached].format(names=names), True
+            return
+        tried.append(CHECKED["cut" if reached == "cut" else "output"].format(fix=pairs[0][1]))
+    if tried:
+        culprit.hint = CHECKED["none_passed"].format(tried="; ".join(tried), hint=culprit.fallback)
+        culprit.checked = False
+
+
+def _starving(report, culprit):
+    """The indices of the float sources ``culprit`` cuts that the tape measured no gradient for ([] if none)."""
+    if culprit is None:
+        return []
+    return [
+        index
+        for index, status in enumerate(report.sources)
+        if status.owner in culprit.cuts and status.measured != "flowing" and status.static != "not a float"
+    ]
+
+
+class _Check:
+    """Applies candidate fixes to the code of one culprit, against one run of the code as it is."""
+
+    def __init__(self, followed, culprit, starving, alone):
+        self.followed, self.culprit, self.starving, self.alone = followed, culprit, starving, alone
+        self._baseline = None
+
+    def verdicts(self, hints):
+        """(hint, its replacements, its verdict) for each of ``hints`` that can be applied, in order, lazily."""
+        for hint in hints:
+            pairs = _replacements(hint)
+            verdict = self.verdict(pairs) if pairs else None
+            if verdict:
+                yield hint, pairs, verdict
+
+    def verdict(self, pairs):
+        """What :func:`_try` says of ``pairs``, or None if they cannot be applied (or the code fails as it is)."""
+        if self._baseline is None:
+            self._baseline = _run(self.followed) or False
+        if not self._baseline:
+            return None
+        return _try(self.followed, self.culprit, pairs, self._baseline, self.starving, self.alone)
+
+
+def _replacements(hint):
+    """[(old, new), ...] of a hint that starts "Replace `OLD` with `NEW`" (", and replace ..."), else []."""
+    pairs, end = [], 0
+    for match in REPLACE.finditer(hint):
+        if hint[end : match.start()] != ("" if not pairs else ", and "):
+            break
+        pairs.append((match.group(1), match.group(2)))
+        end = match.end()
+    return pairs
+
+
+def _try(followed, culprit, pairs, baseline, starving, alone):
+    """(verdict, the output is unchanged) with ``pairs`` applied, or None if they cannot be applied.
+
+    The verdict is "passed" (the gradient reaches every starving source), "past" (it gets past
+    the culprit's line, and a later row cuts it: ``alone`` is False), or "cut".
+    """
+    function = _function_at(culprit.file, culprit.line)
+    if function is None:
+        return None
+    code = _edited_code(function, pairs)
+    if code is None:
+        return None
+    with _swapped(function, code):
+        after = _run(followed)
+        if after is None:
+            return None
+        outputs, flows = after
+        if all(flows[i] for i in starving):
+            verdict = "passed"
+        elif not alone and not _still_dies_at(followed, culprit, [i for i in starving if not flows[i]]):
+            verdict = "past"
+        else:
+            verdict = "cut"
+    return verdict, _close(baseline[0], outputs)
+
+
+def _still_dies_at(followed, culprit, starving):
+    """Whether the measured gradient of ``starving`` still dies on the culprit's line."""
+    from workbook.finder.frames import user_frame
+    from workbook.finder.measured_cut import measured_cuts
+
+    cuts = measured_cuts(followed, starving, lambda concrete, arguments: concrete(*arguments))
+    return not cuts or any(user_frame(cut.op.traceback)[:2] == (culprit.file, culprit.line) for cut in cuts)
+
+
+def _function_at(file, line):
+    """The innermost Python function whose code holds ``file``:``line``, or None."""
+    found = [f for f in gc.get_objects() if isinstance(f, types.FunctionType) and _holds(f.__code__, file, line)]
+    return max(found, key=lambda f: f.__code__.co_firstlineno, default=None)
+
+
+def _holds(code, file, line):
+    """Whether the code object ``code`` was compiled from ``file`` and spans ``line``."""
+    if code.co_filename != file or code.co_firstlineno > line:
+        return False
+    return line <= max((number for _, _, number in code.co_lines() if number is not None), default=0)
+
+
+def _edited_code(function, pairs):
+    """The code of ``function`` with each OLD of ``pairs`` replaced by its NEW; None if an OLD is not once in it."""
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        return None
+    for old, new in pairs:
+        if source.count(old) != 1:
+            return None
+        source = source.replace(old, new)
+    code = function.__code__
+    free = code.co_freevars
+    if free == ("__class__",):  # a method that calls super(): compiled inside a class, as it was written
+        wrapper, indent = "class _Fixed:\n", "    "
+    elif free:
+        wrapper = "def _fixed():\n" + "".join(f"    {name} = None\n" for name in free)
+        indent = "    "
+    else:
+        wrapper, indent = "", ""
+    body = textwrap.indent(source, indent)
+    padding = "\n" * max(code.co_firstlineno - 1 - wrapper.count("\n"), 0)
+    try:
+        module = compile(padding + wrapper + body, code.co_filename, "exec")
+    except SyntaxError:
+        return None
+    found = _code_named(module, code.co_name)
+    return found if found is not None and found.co_freevars == free else None
+
+
+def _code_named(code, name):
+    """The code object called ``name`` among the constants of ``code``, searched depth first."""
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            if constant.co_name == name:
+                return constant
+            found = _code_named(constant, name)
+            if found is not None:
+                return found
+    return None
+
+
+@contextlib.contextmanager
+def _swapped(function, code):
+    """``function`` runs ``code`` inside the ``with``; the names a fix uses are there; all put back after."""
+    import keras
+    import tensorflow as tf
+
+    import workbook
+
+    names = {"workbook": workbook, "keras": keras, "ops": keras.ops, "tf": tf, "np": np}  # what a hint's code uses
+    added = [name for name in names if name not in function.__globals__]
+    original = function.__code__
+    try:
+        function.__globals__.update({name: names[name] for name in added})
+        function.__code__ = code
+        yield
+    finally:
+        function.__code__ = original
+        for name in added:
+            function.__globals__.pop(name, None)
+
+
+def _run(followed):
+    """(float outputs as arrays, per source whether its gradient has an entry that is not 0); None if it fails."""
+    import tensorflow as tf
+
+    eager = tf.config.functions_run_eagerly()
+    try:
+        # Eagerly, so that a tf.function of yours runs the fixed code, not its old trace.
+        tf.config.run_functions_eagerly(True)
+        outputs, gradients = _outputs_and_gradients(followed)
+    except Exception:  # the fix does not run on this code: it is not the fix
+        return None
+    finally:
+        tf.config.run_functions_eagerly(eager)
+    values = [np.asarray(t) for t in tf.nest.flatten(outputs) if tf.is_tensor(t) and t.dtype.is_floating]
+    flows = [g is not None and bool(tf.reduce_any(tf.convert_to_tensor(g) != 0)) for g in gradients]
+    return values, flows
+
+
+def _outputs_and_gradients(followed):
+    """The outputs of one run of ``followed`` on its example, and the gradient of their sum for each source."""
+    import tensorflow as tf
+
+    from workbook.finder.measured_cut import sum_of_float_outputs
+
+    inputs = [tensor for _, tensor in followed.inputs]
+    variables = [tf_variable(v) for v in followed.variables]
+    with kept_random_state(), tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch([t for t in inputs if t.dtype.is_floating] + variables)
+        outputs = followed.call(*followed.arguments)
+        scalar = sum_of_float_outputs(outputs)
+    return outputs, tape.gradient(scalar, inputs + variables, unconnected_gradients=tf.UnconnectedGradients.NONE)
+
+
+def _close(before, after):
+    """Whether every output is what it was, within float32 round-off of its largest value."""
+    if len(before) != len(after):
+        return False
+    for old, new in zip(before, after, strict=True):
+        if old.shape != new.shape:
+            return False
+        scale = max(float(np.max(np.abs(old))) if old.size else 0.0, 1.0)
+        if old.size and float(np.max(np.abs(old - new))) > TOLERANCE * scale:
+            return False
+    return True

@@ -1,0 +1,58 @@
+"""The measured dead ends in the report: confirmed, promoted from the notes, or named where the walk saw none.
+
+Introduced in 03_finding_gradient_killers.ipynb (the section "Where the walk cannot see").
+:mod:`workbook.finder.measured_cut` says where the gradient died on your example; the walk
+says why an op can pass nothing. Where both name an op, the walk's finding stands. Where
+the walk filed the op among the notes (a path that does not matter), the measurement shows
+that it does: it becomes a finding. Where the walk saw a path (a ``where``, a softmax) or
+none at all (a loop's trip count), the measured op is the finding, and the "disconnected"
+or "tape measured None" finding of the same source goes: the measurement has shown the way.
+"""
+
+from workbook.finder.frames import user_frame
+from workbook.finder.hints import MEASURED_DETAIL
+from workbook.finder.report import Finding, Rank
+
+#: The walk's findings that only say "something is wrong with this source", replaced by a measured op.
+VAGUE_REASONS = {"disconnected", "measured_none", "unexplained_cut"}
+
+
+def settle_measured(findings, notes, cuts, sources):
+    """(findings, notes) with each measured cut in ``cuts`` made a finding; ``sources`` are the report's."""
+    findings, notes, covered = list(findings), list(notes), set()
+    for cut in cuts:
+        covered |= cut.sources
+        found = _settled(cut, findings, notes, sources)
+        if found is not None:
+            findings.append(found)
+    vague = {sources[index].owner for index in covered}
+    kept = [f for f in findings if not (f.reason in VAGUE_REASONS and set(f.cuts) <= vague)]
+    return sorted(kept, key=Finding.sort_key), notes
+
+
+def _settled(cut, findings, notes, sources):
+    """The new finding for ``cut`` (a note promoted, or one made from its op); None if a finding names it already."""
+    owners = list(dict.fromkeys(sources[index].owner for index in sorted(cut.sources)))
+    labels = ", ".join(dict.fromkeys(sources[index].label for index in sorted(cut.sources)))
+    frame = user_frame(cut.op.traceback)
+    if any(_same_op(finding, cut.op, frame) for finding in findings):
+        return None
+    note = next((n for n in notes if _same_op(n, cut.op, frame)), None)
+    if note is not None:
+        notes.remove(note)
+        note.cuts = owners
+        note.detail += MEASURED_DETAIL["promoted"].format(sources=labels)
+        return note
+    reason = "integer_output" if cut.kind == "integer" else f"measured_{cut.kind}"
+    finding = Finding.from_op(cut.op, reason, frame, cuts=owners)
+    if cut.kind == "zero":  # zeros on the way (values, not an op that passes none): after the ops that cut
+        finding.rank = Rank.TAPE
+    finding.detail += MEASURED_DETAIL["where"].format(sources=labels)
+    return finding
+
+
+def _same_op(finding, op, frame):
+    """Whether ``finding`` names ``op``: by name, or by type and line (the measurement traced the code again)."""
+    if finding.op_name == op.name:
+        return True
+    return finding.op_type == op.type and frame[0] is not None and (finding.file, finding.line) == frame[:2]
