@@ -20,8 +20,12 @@ VAGUE_REASONS = {"disconnected", "measured_none", "unexplained_cut"}
 def settle_measured(findings, notes, cuts, sources):
     """(findings, notes) with each measured cut in ``cuts`` made a finding; ``sources`` are the report's."""
     findings, notes, covered = list(findings), list(notes), set()
+    explained = {owner for f in findings if f.reason not in VAGUE_REASONS for owner in f.cuts}
     for cut in cuts:
         covered |= cut.sources
+        # A source a finding of the walk already cuts: the walk names the op (inside a loop's body, too).
+        if {sources[index].owner for index in cut.sources} <= explained:
+            continue
         found = _settled(cut, findings, notes, sources)
         if found is not None:
             findings.append(found)
