@@ -40,13 +40,10 @@ def check_culprit(report, followed):
         return
     names = ", ".join(report.sources[i].label for i in starving)
     check = _Check(followed, culprit, starving, alone=len(report.findings) == 1)
-    tried = []
-    for hint, pairs, (reached, unchanged) in check.verdicts(culprit.candidates):
-        if reached != "cut" and unchanged:
-            culprit.hint, culprit.checked = hint + CHECKED[reached].format(names=names), True
-            return
-        tried.append(CHECKED["cut" if reached == "cut" else "output"].format(fix=pairs[0][1]))
-    if tried:
+    chosen, tried = check.choose(culprit.candidates, names)
+    if chosen is not None:
+        culprit.hint, culprit.checked = chosen, True
+    elif tried:
         culprit.hint = CHECKED["none_passed"].format(tried="; ".join(tried), hint=culprit.fallback)
         culprit.checked = False
 
@@ -68,6 +65,20 @@ class _Check:
     def __init__(self, followed, culprit, starving, alone):
         self.followed, self.culprit, self.starving, self.alone = followed, culprit, starving, alone
         self._baseline = None
+
+    def choose(self, hints, names):
+        """(the first of ``hints`` that passes, with what the check found; or None) and what failed, in words."""
+        tried, changed = [], None
+        for hint, pairs, (reached, change) in self.verdicts(hints):
+            if reached == "cut":
+                tried.append(CHECKED["cut"].format(fix=pairs[0][1]))
+                continue
+            if change <= TOLERANCE:
+                return hint + CHECKED[reached].format(names=names), tried
+            # It passes the gradient, computing something a little different (an interpolation, another draw).
+            changed = changed or hint + CHECKED["changed"].format(names=names, change=f"{change:.3g}")
+            tried.append(CHECKED["output"].format(fix=pairs[0][1]))
+        return changed, tried
 
     def verdicts(self, hints):
         """(hint, its replacements, its verdict) for each of ``hints`` that can be applied, in order, lazily."""
@@ -98,7 +109,7 @@ def _replacements(hint):
 
 
 def _try(followed, culprit, pairs, baseline, starving, alone):
-    """(verdict, the output is unchanged) with ``pairs`` applied, or None if they cannot be applied.
+    """(verdict, how far the output moved: :func:`_change`) with ``pairs`` applied, or None if they cannot be.
 
     The verdict is "passed" (the gradient reaches every starving source), "past" (it gets past
     the culprit's line, and a later row cuts it: ``alone`` is False), or "cut".
@@ -120,7 +131,7 @@ def _try(followed, culprit, pairs, baseline, starving, alone):
             verdict = "past"
         else:
             verdict = "cut"
-    return verdict, _close(baseline[0], outputs)
+    return verdict, _change(baseline[0], outputs)
 
 
 def _still_dies_at(followed, culprit, starving):
@@ -240,14 +251,13 @@ def _outputs_and_gradients(followed):
     return outputs, tape.gradient(scalar, inputs + variables, unconnected_gradients=tf.UnconnectedGradients.NONE)
 
 
-def _close(before, after):
-    """Whether every output is what it was, within float32 round-off of its largest value."""
-    if len(before) != len(after):
-        return False
+def _change(before, after):
+    """How far the outputs moved: the largest difference relative to the largest value (at least 1); inf if reshaped."""
+    if len(before) != len(after) or any(old.shape != new.shape for old, new in zip(before, after, strict=True)):
+        return float("inf")
+    change = 0.0
     for old, new in zip(before, after, strict=True):
-        if old.shape != new.shape:
-            return False
-        scale = max(float(np.max(np.abs(old))) if old.size else 0.0, 1.0)
-        if old.size and float(np.max(np.abs(old - new))) > TOLERANCE * scale:
-            return False
-    return True
+        if old.size:
+            scale = max(float(np.max(np.abs(old))), 1.0)
+            change = max(change, float(np.max(np.abs(old.astype("float64") - new))) / scale)
+    return change

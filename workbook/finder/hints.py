@@ -374,6 +374,10 @@ CHECKED = {
         " Checked on your example: the gradient now gets past this line, and the output is unchanged; the next "
         "row still cuts it, so fix that one too and run the finder again."
     ),
+    "changed": (
+        " Checked on your example: the gradient now reaches {names}; the output moves by up to {change} of its "
+        "largest value, as this rewrite computes something a little different (check that it is what you mean)."
+    ),
     "cut": "`{fix}` left the gradient cut",
     "output": "`{fix}` changed the output",
     "none_passed": (

@@ -24,14 +24,16 @@ def settle_measured(findings, notes, cuts, sources):
     for cut in cuts:
         covered |= cut.sources
         # A source a finding of the walk already cuts: the walk names the op (inside a loop's body, too).
-        if {sources[index].owner for index in cut.sources} <= explained:
-            continue
-        found = _settled(cut, findings, notes, sources)
+        explains = {sources[index].owner for index in cut.sources} <= explained
+        found = None if explains else _settled(cut, findings, notes, sources)
         if found is not None:
             findings.append(found)
-    vague = {sources[index].owner for index in covered}
-    kept = [f for f in findings if not (f.reason in VAGUE_REASONS and set(f.cuts) <= vague)]
-    return sorted(kept, key=Finding.sort_key), notes
+    return sorted(_without_vague(findings, {sources[index].owner for index in covered}), key=Finding.sort_key), notes
+
+
+def _without_vague(findings, owners):
+    """``findings`` without those that only say something is wrong with ``owners``, now that a measured op says what."""
+    return [f for f in findings if not (f.reason in VAGUE_REASONS and set(f.cuts) <= owners)]
 
 
 def _settled(cut, findings, notes, sources):
