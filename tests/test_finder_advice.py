@@ -17,9 +17,10 @@ of the hint (between backticks) is that suggestion, in one of three forms:
   `keras.layers.UpSampling2D(2)` instead": the test evaluates it and hands it to the case's
   ``rebuild``, then asks the same two questions; for a stand-in loss the question of
   intent is whether the loss is lowest at the ``perfect`` prediction;
-- a hint that begins "No gradient can exist" is honest: nothing can make that op pass a
-  gradient. It must name what works instead (the case's ``words``, when it has no
-  ``rebuild``), and that stand-in (the case's ``fixed``) must train.
+- a hint that begins "No gradient can exist" (nothing of the parameters reaches the output as a
+  function: a hash, an id, a sample's index) or "Zero almost everywhere" (a piecewise-constant
+  step, whose surrogate is a choice) is honest. It must name what works instead (the case's
+  ``words``, when it has no ``rebuild``), and that stand-in (the case's ``fixed``) must train.
 
 A hint with no code, or whose code cannot be applied, fixes nothing. At least 90% of
 the cases must be hits, and at least 90% of the hits fixed.
@@ -57,7 +58,8 @@ EARLIER = (
 MARKER = re.compile(r"#\s*culprit:\s*(\S+)\s+(\S+)")  # a shared marker's words are overridden by Case.culprit
 CODE = re.compile(r"`([^`]+)`")
 REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
-HONEST = "No gradient can exist"
+#: An honest hint: no gradient can exist (a hash, an id, a sample's index), or the true one is 0 almost everywhere.
+HONEST = ("No gradient can exist", "Zero almost everywhere")
 SEED = 7
 CASES = finder_fix_corpus.CASES
 

@@ -10,9 +10,13 @@ Its first suggestion takes one of three forms, so that a student can apply it as
 - "Train on `LOSS`": a metric used as a loss (IoU, Dice, AUC, an edit distance, an
   accuracy) has no useful gradient as a whole; LOSS is its differentiable stand-in
   (:mod:`workbook.losses`), and the metric stays a metric;
-- "No gradient can exist ...": a hash, a count, token ids, a decoder's search, a JPEG
-  round trip or a discrete metric such as quadratic weighted kappa; the hint says why in
-  one line and names what works (a stand-in loss, notebook 06's estimators, or the data pipeline).
+- an honest hint, in one of two kinds. "No gradient can exist ..." where nothing of the
+  parameters reaches the output as a function that could be differentiated (a hash, token
+  ids, a sampled index); "Zero almost everywhere ..." for a piecewise-constant step (a count,
+  a decoder's search, a JPEG round trip, a metric of hard labels such as quadratic weighted
+  kappa), whose true gradient is 0 wherever it exists, as round's is: a surrogate or a smooth
+  stand-in there is a choice. Each says why in one line and names what works (a stand-in
+  loss, notebook 06's estimators, or the data pipeline).
 
 When your line does not show the call, the op's general hint is kept. The words of every
 hint are in :mod:`workbook.finder.hints`; this module chooses among them. Every fix is applied
@@ -57,7 +61,8 @@ def advise(op, hint, code=None):
 
     ``code`` is the line of your code that made the op, when the finder found one: a fix
     that can be written in your own code starts "Replace `OLD` with `NEW`"; a metric used
-    as a loss gets "Train on `LOSS`"; an op no gradient can pass starts "No gradient can exist".
+    as a loss gets "Train on `LOSS`"; an op no gradient can pass starts "No gradient can exist", a
+    piecewise-constant step whose true gradient is 0 almost everywhere "Zero almost everywhere".
     """
     found = _metric(op, code)
     if found is not None:
@@ -95,7 +100,7 @@ def _general(op, hint, uses):
 
 
 def _honest(op, uses):
-    """The "No gradient can exist" hint for an op whose value no surrogate can pass on, or None."""
+    """The honest hint (no gradient can exist, or zero almost everywhere) for an op of that kind, or None."""
     if op.type in DECODER_OPS:
         return NO_GRADIENT_CAN_EXIST["decoder"]
     for ops, kind in ((HASH_OPS, "hash"), (COUNT_OPS, "count"), (IMAGE_CODEC_OPS, "jpeg")):

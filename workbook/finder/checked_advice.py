@@ -114,24 +114,28 @@ def _try(followed, culprit, pairs, baseline, starving, alone):
     The verdict is "passed" (the gradient reaches every starving source), "past" (it gets past
     the culprit's line, and a later row cuts it: ``alone`` is False), or "cut".
     """
-    function = _function_at(culprit.file, culprit.line)
-    if function is None:
+    functions = _functions_at(culprit.file, culprit.line)
+    codes = [_edited_code(function, pairs) for function in functions]
+    if not functions or None in codes:
         return None
-    code = _edited_code(function, pairs)
-    if code is None:
-        return None
-    with _swapped(function, code):
+    with contextlib.ExitStack() as stack:
+        for function, code in zip(functions, codes, strict=True):
+            stack.enter_context(_swapped(function, code))
         after = _run(followed)
         if after is None:
             return None
         outputs, flows = after
-        if all(flows[i] for i in starving):
-            verdict = "passed"
-        elif not alone and not _still_dies_at(followed, culprit, [i for i in starving if not flows[i]]):
-            verdict = "past"
-        else:
-            verdict = "cut"
+        verdict = _verdict(followed, culprit, [i for i in starving if not flows[i]], alone)
     return verdict, _change(baseline[0], outputs)
+
+
+def _verdict(followed, culprit, still, alone):
+    """ "passed" if no source is ``still`` starving; "past" if the gradient gets past the culprit's line; else "cut"."""
+    if not still:
+        return "passed"
+    if not alone and not _still_dies_at(followed, culprit, still):
+        return "past"
+    return "cut"
 
 
 def _still_dies_at(followed, culprit, starving):
@@ -143,10 +147,11 @@ def _still_dies_at(followed, culprit, starving):
     return not cuts or any(user_frame(cut.op.traceback)[:2] == (culprit.file, culprit.line) for cut in cuts)
 
 
-def _function_at(file, line):
-    """The innermost Python function whose code holds ``file``:``line``, or None."""
+def _functions_at(file, line):
+    """The innermost Python functions whose code holds ``file``:``line`` (every copy of one: a cell run twice)."""
     found = [f for f in gc.get_objects() if isinstance(f, types.FunctionType) and _holds(f.__code__, file, line)]
-    return max(found, key=lambda f: f.__code__.co_firstlineno, default=None)
+    first = max((f.__code__.co_firstlineno for f in found), default=None)
+    return [f for f in found if f.__code__.co_firstlineno == first]
 
 
 def _holds(code, file, line):

@@ -367,6 +367,11 @@ MEASURED_DETAIL = {
         "; measured on your example, this is where the gradient of {sources} dies: the other path carries nothing"
     ),
 }
+#: In place of each fix, in a report that keeps them back for an exercise (GradientReport.hiding_fixes).
+FIX_HIDDEN = (
+    "(kept back for this exercise: predict the fix from the op and the line, write it, then compare with "
+    "print(report.fixes()))"
+)
 #: What the check of a fix on your example found (workbook.finder.checked_advice).
 CHECKED = {
     "passed": " Checked on your example: the gradient now reaches {names}, and the output is unchanged.",
@@ -403,39 +408,50 @@ UNTRACEABLE_WHY = {
 # workbook.finder.advice picks one of these from what the op's value goes on to do, and
 # workbook.finder.rewrites writes the fix in your own code; the words are all here.
 
-#: "No gradient can exist": an op whose value no surrogate can pass on, by kind, with what works instead.
+#: What starts an honest hint where nothing of the parameters reaches the output as a function: a hash, an id,
+#: a sample's index. No gradient can exist there, and tests/test_finder_advice.py checks that what it names trains.
+NO_GRADIENT = "No gradient can exist"
+#: What starts an honest hint for a piecewise-constant function (a count, a search, a metric of hard labels):
+#: its true gradient is 0 almost everywhere, as round's is, and a surrogate or a smooth stand-in is a choice.
+ZERO_ALMOST_EVERYWHERE = "Zero almost everywhere"
+#: The honest hints by kind: why no gradient is of use here, and what works instead.
 NO_GRADIENT_CAN_EXIST = {
     "decoder": (
-        "No gradient can exist through a CTC decoder (a beam or greedy search): it picks whole sequences, and "
-        "its score belongs to that choice. Train on `workbook.losses.ctc` (CTC on the per-step logits, the last "
-        "class the blank), and decode only to predict and to measure."
+        "Zero almost everywhere: a CTC decoder (a beam or greedy search) picks whole sequences, so what it "
+        "returns moves in jumps and its true gradient is 0 wherever it exists. Train on `workbook.losses.ctc` "
+        "(CTC on the per-step logits, the last class the blank), and decode only to predict and to measure."
     ),
     "hash": (
-        "No gradient can exist through a hash: its bucket jumps when the value hashed changes at all. Hash "
-        "in the data pipeline (dataset.map, before the model), and let the model learn from the hashed "
-        "buckets' embeddings, or from the float value itself."
+        "No gradient can exist through a hash: its bucket is no function of the value that changes in any "
+        "direction you could follow, it jumps when the value hashed changes at all. Hash in the data pipeline "
+        "(dataset.map, before the model), and let the model learn from the hashed buckets' embeddings, or from "
+        "the float value itself."
     ),
     "count": (
-        "No gradient can exist through a count (CategoryEncoding, bincount): integer ids are counted, and a "
-        "count moves in whole steps. Count in the data pipeline; or pick the ids as one-hot rows with "
-        "workbook.sample_latent(logits, 'categorical', 'straight_through') and sum the rows, a count with a gradient."
+        "Zero almost everywhere: a count (CategoryEncoding, bincount) moves in whole steps, so its true gradient "
+        "is 0 wherever it exists, as round's is, and any gradient here is one you choose. Count in the data "
+        "pipeline if the counts need not learn; or pick the ids as one-hot rows with "
+        "workbook.sample_latent(logits, 'categorical', 'straight_through') and sum the rows: the same count "
+        "forward, with the straight-through's gradient."
     ),
     "jpeg": (
-        "No gradient can exist through a JPEG round trip: encode_jpeg makes bytes. Apply the JPEG step in the "
-        "data pipeline (as an augmentation of the inputs), or pass the gradient around the whole round trip: "
-        "x + stop_gradient(jpeg(x) - x), with jpeg(x) the decoded image as floats."
+        "Zero almost everywhere: a JPEG round trip quantises, so its true gradient is 0 wherever it exists, and "
+        "encode_jpeg makes bytes that no gradient follows. Apply the JPEG step in the data pipeline (as an "
+        "augmentation of the inputs); or choose a gradient for it, the identity's around the whole round trip "
+        "(BPDA): x + stop_gradient(jpeg(x) - x), with jpeg(x) the decoded image as floats."
     ),
     "ids": (
         "No gradient can exist through token ids made from a float: an Embedding looks rows up by id, and an "
-        "id moves in whole steps. Make the ids in the data pipeline; or have the model output logits over "
-        "the vocabulary, sample one-hot rows with workbook.sample_latent(logits, 'categorical', "
+        "id says which row, not how far to move. Make the ids in the data pipeline; or have the model output "
+        "logits over the vocabulary, sample one-hot rows with workbook.sample_latent(logits, 'categorical', "
         "'gumbel_softmax_st') and look up by a product: ops.matmul(one_hot, embedding.embeddings)."
     ),
     "sample": (
-        "No gradient can exist through a sampled index: the draw is a choice. Sample a one-hot with notebook "
-        "06's estimators instead: z, log_prob = workbook.sample_latent(logits, 'categorical', "
-        "'gumbel_softmax_st', tau=0.5) gives it a relaxed gradient ('straight_through' and 'score_function', "
-        "which needs log_prob in the loss, are the others)."
+        "No gradient can exist through a sampled index: the draw is a choice, and nothing of the logits "
+        "reaches the index as a function you could differentiate; the gradient of the expected loss does "
+        "exist, and notebook 06's estimators estimate it. Sample a one-hot instead: z, log_prob = "
+        "workbook.sample_latent(logits, 'categorical', 'gumbel_softmax_st', tau=0.5) gives it a relaxed "
+        "gradient ('straight_through' and 'score_function', which needs log_prob in the loss, are the others)."
     ),
 }
 
@@ -492,7 +508,7 @@ METRICS = (
     (("accuracy", "acc"), "an accuracy", None,
      "cross-entropy on the probabilities, whose minimum is the same prediction"),
 )  # fmt: skip
-#: Discrete metrics no stand-in of the same formula makes smooth: they count agreements of hard labels.
+#: Discrete metrics that count agreements of hard labels: piecewise constant, with a stand-in of their own.
 HONEST_METRICS = (
     (("kappa", "qwk", "cohen"), "quadratic weighted kappa", "workbook.losses.soft_qwk",
      "1 - kappa with the confusion matrix made of the probabilities"),
@@ -505,9 +521,10 @@ METRIC_AS_LOSS_HINT = (
 )
 #: A metric of HONEST_METRICS used as a loss.
 HONEST_METRIC_HINT = (
-    "No gradient can exist through {name}: it counts agreements of hard labels, which move in whole steps. "
-    "Train on `{loss}` ({formula}, lowest at the perfect prediction), and keep {name} as a metric "
-    "(compile(metrics=...))."
+    "Zero almost everywhere: {name} counts agreements of hard labels, which move in whole steps, so its true "
+    "gradient is 0 wherever it exists, and a gradient for it is a choice. Train on `{loss}` ({formula}, lowest "
+    "at the perfect prediction), a smooth stand-in, and keep {name} as a metric (compile(metrics=...)); a "
+    "straight-through one-hot in place of each argmax is the other choice, with the exact value forward."
 )
 #: A tensor built once from a weight in build() (``line``, ``attribute = expression``), then the cause's hint.
 BUILT_TENSOR_FIX = (

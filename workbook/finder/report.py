@@ -3,6 +3,7 @@
 Introduced in 03_finding_gradient_killers.ipynb.
 """
 
+import dataclasses
 import enum
 import html
 import os
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from workbook.core.notebook_cells import cell_label
 from workbook.finder.advice import advise_all, advise_untraceable
 from workbook.finder.frames import user_frame
-from workbook.finder.hints import CAUSES, OP_HINTS, REASONS, UNTRACEABLE_WHY
+from workbook.finder.hints import CAUSES, FIX_HIDDEN, OP_HINTS, REASONS, UNTRACEABLE_WHY
 
 
 class Rank(enum.IntEnum):
@@ -206,6 +207,23 @@ class GradientReport:
     description: str = ""
     disagreements: list = field(default_factory=list)
     layers_without_gradient: list = field(default_factory=list)
+    fixes_hidden: bool = False  # each fix kept back until asked (:meth:`fixes`), for an exercise
+
+    def hiding_fixes(self):
+        """This report with every fix kept back until you ask for it with :meth:`fixes`.
+
+        For an exercise (03's two hidden culprits, 05's part (b)): predict the fix from the op
+        and the line, write it, then compare.
+        """
+        return dataclasses.replace(self, fixes_hidden=True)
+
+    def fixes(self):
+        """Each finding's fix, numbered as in the table (the text a report hiding its fixes keeps back)."""
+        return "\n".join(f"{i}. {f.op_type} at {f.where}: {f.hint}" for i, f in enumerate(self.findings, 1))
+
+    def _shown(self, finding):
+        """``finding`` as the report shows it: its hint kept back if the fixes are hidden."""
+        return dataclasses.replace(finding, hint=FIX_HIDDEN) if self.fixes_hidden else finding
 
     @property
     def ok(self):
@@ -230,7 +248,7 @@ class GradientReport:
             lines.append(f"  {len(self.findings)} op(s) cut the gradient (culprit first):")
             lines += _text_table(("#", "op", "why", "where", "code", "cuts the gradient of"), self._rows(self.findings))
             lines.append(f"  Why: {self.findings[0].detail}")
-            lines.append(f"  How to fix the culprit: {self.findings[0].hint}")
+            lines.append(f"  How to fix the culprit: {self._shown(self.findings[0]).hint}")
         if self.layers_without_gradient:
             lines.append(f"  Layers whose variables get no gradient: {', '.join(self.layers_without_gradient)}")
         if self.notes:
@@ -255,7 +273,7 @@ class GradientReport:
         else:
             parts.append(_fill(_HTML_CUT, count=len(self.findings)))
             rows = zip(self._rows(self.findings), self.findings, strict=True)
-            parts += [_finding_html(i, row, finding) for i, (row, finding) in enumerate(rows)]
+            parts += [_finding_html(i, row, self._shown(finding)) for i, (row, finding) in enumerate(rows)]
             parts.append(_HTML_FINDINGS_END)
         if self.layers_without_gradient:
             parts.append(_fill(_HTML_DEAD_LAYERS, layers=", ".join(self.layers_without_gradient)))
