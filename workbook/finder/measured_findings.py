@@ -7,11 +7,12 @@ the walk filed the op among the notes (a path that does not matter), the measure
 that it does: it becomes a finding. Where the walk saw a path (a ``where``, a softmax) or
 none at all (a loop's trip count), the measured op is the finding, and the "disconnected"
 or "tape measured None" finding of the same source goes: the measurement has shown the way.
+A source the graph passes and the tape measured all zero is never left without a finding.
 """
 
 from workbook.finder.frames import user_frame
-from workbook.finder.hints import MEASURED_DETAIL
-from workbook.finder.report import Finding, Rank
+from workbook.finder.hints import ALL_ZERO, MEASURED_DETAIL, REASONS
+from workbook.finder.report import Finding, Measured, Rank, Static
 
 #: The walk's findings that only say "something is wrong with this source", replaced by a measured op.
 VAGUE_REASONS = {"disconnected", "measured_none", "unexplained_cut"}
@@ -28,7 +29,30 @@ def settle_measured(findings, notes, cuts, sources):
         found = None if explains else _settled(cut, findings, notes, sources)
         if found is not None:
             findings.append(found)
-    return sorted(_without_vague(findings, {sources[index].owner for index in covered}), key=Finding.sort_key), notes
+    findings = _without_vague(findings, {sources[index].owner for index in covered})
+    return sorted(findings + _unexplained_zeros(findings, sources), key=Finding.sort_key), notes
+
+
+def _unexplained_zeros(findings, sources):
+    """A finding for each source the graph passes and the tape measured all zero, that no finding cuts yet.
+
+    The measurement could not say where (a gradient function that raised on the way): the report
+    still is not ``ok`` while the graph and the tape disagree.
+    """
+    explained = {owner for finding in findings for owner in finding.cuts}
+    return [
+        Finding(
+            op_type="(tape)",
+            op_name=status.name,
+            reason="measured_zero",
+            hint=REASONS["measured_zero"].hint,
+            detail=ALL_ZERO.format(source=status.label),
+            cuts=[status.owner],
+            rank=Rank.TAPE,
+        )
+        for status in sources
+        if status.static == Static.FLOWING and status.measured == Measured.ZERO and status.owner not in explained
+    ]
 
 
 def _without_vague(findings, owners):
