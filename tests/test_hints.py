@@ -79,6 +79,20 @@ def python_if(x):
     return -x
 
 
+def halted(x, learned=True):
+    """A state stepped while a halting unit says go on: as the trip count of a loop (no gradient), or, learned,
+    a fixed number of steps, each weighed by the probability of halting there (Adaptive Computation Time)."""
+    go_on = tf.sigmoid(x)
+    if not learned:
+        steps = tf.cast(tf.math.ceil(tf.reduce_mean(go_on) * 4.0), tf.int32)
+        return tf.while_loop(lambda i, h: i < steps, lambda i, h: (i + 1, h * 0.9 + 1.0), (0, tf.ones_like(x)))[1]
+    state, output, still = tf.ones_like(x), tf.zeros_like(x), tf.ones_like(x)
+    for _ in range(4):
+        state = state * 0.9 + 1.0
+        output, still = output + still * (1.0 - go_on) * state, still * go_on
+    return output + still * state
+
+
 # (where the hint lives, its key, the words of the fix in the hint, the broken code, the fixed code,
 #  whether the fix keeps the forward values)
 FIXES = [
@@ -335,11 +349,38 @@ FIXES = [
         lambda x: tf.reduce_max(tf.where(tf.not_equal(x, 0.0), x, -np.inf)),
         True,
     ),
+    (
+        "reason",
+        "measured_branch_not_taken",
+        "c * a + (1 - c) * b",
+        lambda x: tf.where(x > 5.0, x, tf.zeros_like(x)),  # X never exceeds 5: the branch holding x is never taken
+        lambda x: S["step_sigmoid"](x - 5.0) * x + (1.0 - S["step_sigmoid"](x - 5.0)) * tf.zeros_like(x),
+        True,
+    ),
+    (
+        "reason",
+        "measured_constant_softmax",
+        "sigmoid",
+        lambda x: tf.nn.softmax(x[:, :1]),
+        lambda x: tf.sigmoid(x[:, :1]),
+        False,
+    ),
+    ("reason", "measured_control", "fixed number of steps", lambda x: halted(x, learned=False), halted, False),
+    (
+        "reason",
+        "measured_zero",
+        "smooth stand-in",
+        lambda x: tf.nn.relu(-tf.abs(x) - 1.0),
+        lambda x: tf.nn.softplus(-tf.abs(x) - 1.0),
+        False,
+    ),
     ("cause", "assign", "total = total + x", None, None, True),
     ("cause", "rebound", "keep the new value in a local variable", None, None, True),
     ("cause", "built_tensor", "Compute that tensor inside call()", None, None, True),
     ("cause", "unused", "Use it in call()", None, None, True),
 ]
+
+
 #: Tested below (not_recorded, not_recorded_outside) or not a code change.
 NO_CODE_FIX = {
     "measured_none",

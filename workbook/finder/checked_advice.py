@@ -64,7 +64,7 @@ class _Check:
 
     def __init__(self, followed, culprit, starving, alone):
         self.followed, self.culprit, self.starving, self.alone = followed, culprit, starving, alone
-        self._baseline = None
+        self._baseline = self._functions = None
 
     def choose(self, hints, names):
         """(the first of ``hints`` that passes, with what the check found; or None) and what failed, in words."""
@@ -91,10 +91,11 @@ class _Check:
     def verdict(self, pairs):
         """What :func:`_try` says of ``pairs``, or None if they cannot be applied (or the code fails as it is)."""
         if self._baseline is None:
-            self._baseline = _run(self.followed) or False
+            self._functions = _functions_at(self.culprit.file, self.culprit.line)
+            self._baseline = bool(self._functions) and (_run(self.followed) or False)
         if not self._baseline:
             return None
-        return _try(self.followed, self.culprit, pairs, self._baseline, self.starving, self.alone)
+        return _try(self.followed, self.culprit, pairs, (self._baseline, self._functions), self.starving, self.alone)
 
 
 def _replacements(hint):
@@ -108,13 +109,14 @@ def _replacements(hint):
     return pairs
 
 
-def _try(followed, culprit, pairs, baseline, starving, alone):
+def _try(followed, culprit, pairs, before, starving, alone):
     """(verdict, how far the output moved: :func:`_change`) with ``pairs`` applied, or None if they cannot be.
 
-    The verdict is "passed" (the gradient reaches every starving source), "past" (it gets past
-    the culprit's line, and a later row cuts it: ``alone`` is False), or "cut".
+    ``before`` is (the run of the code as it is, the functions that hold the culprit's line). The
+    verdict is "passed" (the gradient reaches every starving source), "past" (it gets past the
+    culprit's line, and a later row cuts it: ``alone`` is False), or "cut".
     """
-    functions = _functions_at(culprit.file, culprit.line)
+    baseline, functions = before
     codes = [_edited_code(function, pairs) for function in functions]
     if not functions or None in codes:
         return None
