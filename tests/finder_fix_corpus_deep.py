@@ -825,3 +825,25 @@ def jpeg_quality_in_the_loop():
         return image + tf.stop_gradient(jpeg - image)
 
     return Case(compressed, X, words="x + stop_gradient(jpeg(x) - x)", fixed=around_jpeg)
+
+
+# ---------------------------------------------------- a step through an integer and back --
+
+
+# Rounding, then a cast to int8 (the PR's fix to a bare cast), then back to floats for the next layer;
+# straight-through on the round alone leaves the int8 cast cutting, on the same line.
+@case("https://github.com/astramind-ai/BitMat/pull/13")
+def rounded_to_int8_and_back():
+    def int8_activations(x):
+        return ops.cast(ops.cast(ops.round(x * 8.0), "int8"), "float32") / 8.0  # culprit: Round no_gradient
+
+    return Case(int8_activations, X)
+
+
+# The same step inside a model: the encoder's activations stored as int8 codes.
+@case("https://github.com/Justin-Tan/generative-compression/issues/27")
+def int8_codes_in_a_compression_model():
+    def codes(h):
+        return ops.cast(ops.cast(ops.round(h * 16.0), "int8"), "float32") / 16.0  # culprit: Round no_gradient
+
+    return Case(dense_model(keras.layers.Lambda(codes)), (X, X[:, :1]))

@@ -48,6 +48,13 @@ def check_culprit(report, followed):
         culprit.checked = False
 
 
+def _partly(reached, change, names):
+    """What the check says of a fix that gets past this line only, or that moves the output."""
+    if reached == "past":
+        return CHECKED["past"]
+    return CHECKED["changed"].format(names=names, change=f"{change:.3g}")
+
+
 def _starving(report, culprit):
     """The indices of the float sources ``culprit`` cuts that the tape measured no gradient for ([] if none)."""
     if culprit is None:
@@ -67,18 +74,21 @@ class _Check:
         self._baseline = self._functions = None
 
     def choose(self, hints, names):
-        """(the first of ``hints`` that passes, with what the check found; or None) and what failed, in words."""
-        tried, changed = [], None
+        """(the first of ``hints`` that passes, with what the check found; or None) and what failed, in words.
+
+        A fix that brings the gradient to every starving source with the output unchanged wins. Else
+        the first that gets it past this line (a later row cuts it too), or that passes it while
+        computing something a little different (an interpolation, another draw), saying so.
+        """
+        tried, fallback = [], None
         for hint, pairs, (reached, change) in self.verdicts(hints):
-            if reached == "cut":
-                tried.append(CHECKED["cut"].format(fix=pairs[0][1]))
-                continue
-            if change <= TOLERANCE:
-                return hint + CHECKED[reached].format(names=names), tried
-            # It passes the gradient, computing something a little different (an interpolation, another draw).
-            changed = changed or hint + CHECKED["changed"].format(names=names, change=f"{change:.3g}")
-            tried.append(CHECKED["output"].format(fix=pairs[0][1]))
-        return changed, tried
+            if reached == "passed" and change <= TOLERANCE:
+                return hint + CHECKED["passed"].format(names=names), tried
+            if reached == "cut" or (reached == "past" and change > TOLERANCE):
+                tried.append(CHECKED["cut" if reached == "cut" else "output"].format(fix=pairs[0][1]))
+            elif fallback is None:
+                fallback = hint + _partly(reached, change, names)
+        return fallback, tried
 
     def verdicts(self, hints):
         """(hint, its replacements, its verdict) for each of ``hints`` that can be applied, in order, lazily."""
@@ -141,12 +151,13 @@ def _verdict(followed, culprit, still, alone):
 
 
 def _still_dies_at(followed, culprit, starving):
-    """Whether the measured gradient of ``starving`` still dies on the culprit's line."""
+    """Whether the measured gradient of ``starving`` still dies at an op like the culprit, on its line."""
     from workbook.finder.frames import user_frame
     from workbook.finder.measured_cut import measured_cuts
 
     cuts = measured_cuts(followed, starving, lambda concrete, arguments: concrete(*arguments))
-    return not cuts or any(user_frame(cut.op.traceback)[:2] == (culprit.file, culprit.line) for cut in cuts)
+    place = (culprit.file, culprit.line)
+    return not cuts or any(c.op.type == culprit.op_type and user_frame(c.op.traceback)[:2] == place for c in cuts)
 
 
 def _functions_at(file, line):

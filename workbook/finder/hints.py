@@ -558,6 +558,10 @@ REWRITE_WHY = {
         "reaches both sides of the comparison"
     ),
     "one_hot": "the same one-hot forward, and backward the softmax's gradient (a straight-through one-hot)",
+    "whole_step": (
+        "the value goes through an integer and back to a float on this line, so a straight-through on one op "
+        "would leave the next cast cutting; this one spans the whole step, with the same values forward"
+    ),
     "cast_index": (
         "the integer is used as an index, so the one_hot that takes it must pass the gradient too: the same "
         "one-hot forward, and backward the gradient of a softmax of the distance to each class"

@@ -330,8 +330,41 @@ def cast_index_op(op, code, uses):
     )
 
 
+def whole_step_op(op, code, uses):
+    """A step (round, floor, a cast to an integer) cast to an integer and back to a float on your line: one
+    straight-through around the whole step, so that no cast inside it is left cutting."""
+    step = _int_cast(op, code) if op.type == "Cast" else _step_call(op, code)
+    back = _cast_back_around(code, step) if step is not None else None
+    if back is None:
+        return None
+    x = wrap(step.args[0])
+    return replace(back.text, f"{x} + ops.stop_gradient({back.text} - {x})", REWRITE_WHY["whole_step"])
+
+
+def _step_call(op, code):
+    """The last call on ``code`` of the step function that made ``op`` (round, floor, ...), or None."""
+    found = [call for call in named(code, STEP_NAMES.get(op.type, ())) if len(call.args) == 1]
+    return found[-1] if found else None
+
+
+def _cast_back_around(code, step):
+    """The cast to a float on ``code`` around a cast to an integer around ``step``, or None."""
+    casts = named(code, {"cast"})
+    inside = [c.text for c in _casts_to(casts, "int") if step.text in c.text]
+    back = [c for c in _casts_to(casts, "float") if any(text in c.text and text != c.text for text in inside)]
+    return back[0] if back else None
+
+
+def _casts_to(casts, kind):
+    """The calls of ``casts`` whose dtype names ``kind`` ("int", "float")."""
+    return [c for c in casts if kind in (c.argument(1, "dtype") or "")]
+
+
 #: Rewrites to try after the first, per op type, when the first does not pass on your example.
-ALTERNATIVES = {"Cast": (cast_index_op,)}
+ALTERNATIVES = {
+    "Cast": (cast_index_op, whole_step_op),
+    **dict.fromkeys(("Round", "Rint", "Floor", "Ceil"), (whole_step_op,)),
+}
 
 #: The rewrite for each op type; each returns a hint, or None when your line does not show the call.
 REWRITES = {
