@@ -107,7 +107,7 @@ def _find_gradient_breaks(target, example, loss):
     findings, notes = _settle_unchecked(findings, notes, analysis.unchecked, sources, failure)
     findings = _not_recorded(explain_disconnected(findings, sources, layers, changed), sources, followed.call)
     findings, notes = _no_silent_cut(findings, notes, sources)
-    findings, notes = settle_measured(findings, notes, measured, sources)
+    findings, notes = settle_measured(findings, notes, measured, sources, layers)
     _name_layers(findings + notes, layers)
     report.findings, report.notes = findings, notes
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
