@@ -377,7 +377,7 @@ FIXES = [
     ("cause", "assign", "total = total + x", None, None, True),
     ("cause", "rebound", "keep the new value in a local variable", None, None, True),
     ("cause", "built_tensor", "Compute that tensor inside call()", None, None, True),
-    ("cause", "unused", "Use it in call()", None, None, True),
+    ("cause", "unused", "use it in call()", None, None, True),
 ]
 
 

@@ -176,7 +176,8 @@ REASONS = {
         label="output does not depend on it",
         hint=(
             "The output does not depend on this input or variable at all (or only on its shape). "
-            "Use its result on the way to the output, or remove it (or make it trainable=False)."
+            "If it need not learn, remove it or make it trainable=False, which keeps what the model computes; "
+            "if it should, use its result on the way to the output (that changes the model)."
         ),
     ),
     "integer_input": Reason(
@@ -327,7 +328,10 @@ CAUSES = {
     ),
     "unused": Cause(
         detail="the weight is created with add_weight but call() never uses it",
-        hint="Use it in call(), or do not create it (or create it with trainable=False).",
+        hint=(
+            "Do not create it, or create it with trainable=False: the model then computes what it computes now, "
+            "and fit stops warning. Only if it was meant to learn, use it in call() (that changes the model)."
+        ),
     ),
 }
 
