@@ -161,10 +161,56 @@ def _still_dies_at(followed, culprit, starving):
 
 
 def _functions_at(file, line):
-    """The innermost Python functions whose code holds ``file``:``line`` (every copy of one: a cell run twice)."""
-    found = [f for f in gc.get_objects() if isinstance(f, types.FunctionType) and _holds(f.__code__, file, line)]
-    first = max((f.__code__.co_firstlineno for f in found), default=None)
-    return [f for f in found if f.__code__.co_firstlineno == first]
+    """The Python functions (closures too) made from the innermost code of ``file`` that holds ``line``.
+
+    The code is looked up from the module of ``file`` (or ``__main__``, for a notebook cell), inside
+    its functions and classes; the functions made from it are the objects that refer to that code.
+    """
+    codes = [code for code in _codes_of(file) if _holds(code, file, line)]
+    if not codes:
+        return []
+    code = max(codes, key=lambda c: c.co_firstlineno)
+    return [f for f in gc.get_referrers(code) if isinstance(f, types.FunctionType) and f.__code__ is code]
+
+
+def _codes_of(file):
+    """Every code object compiled from ``file`` that its module's (or ``__main__``'s) names lead to."""
+    import sys
+
+    modules = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == file]
+    modules += [sys.modules["__main__"]] if "__main__" in sys.modules else []
+    names = {module.__name__ for module in modules}
+    stack, seen, codes = [vars(module) for module in modules], set(), []
+    while stack:
+        item = stack.pop()
+        if id(item) not in seen:
+            seen.add(id(item))
+            if isinstance(item, types.CodeType) and item.co_filename == file:
+                codes.append(item)
+            stack.extend(_inside(item, names))
+    return codes
+
+
+def _inside(item, names):
+    """What may hold code inside ``item``: a namespace's values, a class's, a function's code, a code's constants."""
+    if isinstance(item, dict):
+        return list(item.values())
+    if isinstance(item, type):
+        return [dict(vars(item))] if getattr(item, "__module__", None) in names else []
+    if isinstance(item, types.CodeType):
+        return [c for c in item.co_consts if isinstance(c, types.CodeType)]
+    if isinstance(item, types.FunctionType):
+        return [item.__code__]
+    return _wrapped(item)
+
+
+def _wrapped(item):
+    """[the Python function inside ``item``] for a method or a tf.function, else []."""
+    try:  # any other object may answer getattr in its own way
+        inner = getattr(item, "__func__", None) or getattr(item, "python_function", None)
+    except Exception:
+        return []
+    return [inner] if isinstance(inner, types.FunctionType) else []
 
 
 def _holds(code, file, line):
