@@ -18,7 +18,10 @@ Its first suggestion takes one of three forms, so that a student can apply it as
   stand-in there is a choice. Each says why in one line and names what works (a stand-in
   loss, notebook 06's estimators, or the data pipeline).
 
-When your line does not show the call, the op's general hint is kept. The words of every
+:func:`advise_all` lists every rewrite to try, the sharpest first; before the report shows one,
+:mod:`workbook.finder.checked_advice` applies each to your code and runs your example, and
+the first that works is shown ("Checked on your example"). When your line does not show the
+call, the op's general hint is kept. The words of every
 hint are in :mod:`workbook.finder.hints`; this module chooses among them. Every fix is applied
 as printed to the public cases of tests/finder_fix_corpus.py and
 tests/finder_fix_corpus_deep.py, and a GradientTape checks that the gradient then flows.
