@@ -56,8 +56,12 @@ def _partly(reached, change, names):
 
 
 def _starving(report, culprit):
-    """The indices of the float sources ``culprit`` cuts that the tape measured no gradient for ([] if none)."""
-    if culprit is None:
+    """The indices of the float sources ``culprit`` cuts that the tape measured no gradient for ([] if none).
+
+    None either when the culprit's line does not run again with the target: the line that made a
+    layer (``culprit.layer``), or a tensor built once in build() (a disconnected weight).
+    """
+    if culprit is None or culprit.layer or culprit.reason == "disconnected":
         return []
     return [
         index
@@ -312,7 +316,11 @@ def _outputs_and_gradients(followed):
         tape.watch([t for t in inputs if t.dtype.is_floating] + variables)
         outputs = followed.call(*followed.arguments)
         scalar = sum_of_float_outputs(outputs)
-    return outputs, tape.gradient(scalar, inputs + variables, unconnected_gradients=tf.UnconnectedGradients.NONE)
+    try:
+        gradients = tape.gradient(scalar, inputs + variables, unconnected_gradients=tf.UnconnectedGradients.NONE)
+    except (LookupError, tf.errors.OpError):  # an op with no gradient registered is still on the way: none arrives
+        gradients = [None] * len(inputs + variables)
+    return outputs, gradients
 
 
 def _change(before, after):
