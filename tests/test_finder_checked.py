@@ -103,3 +103,15 @@ def test_a_layer_whose_weight_gets_exactly_zero_is_never_ok():
     report = workbook.find_gradient_breaks(layer, rows)
     assert not report.ok
     assert report.culprit.op_type == "Relu" and report.culprit.reason == "measured_zero", str(report)
+
+
+def noisy_quantize(z):
+    print("quantizing")  # what the student's code prints
+    return quantize(z)
+
+
+def test_the_extra_runs_print_nothing_of_your_code(capsys):
+    """The measurement and the check run the code again: what it prints then is not shown a second time."""
+    report = workbook.find_gradient_breaks(noisy_quantize, Z)
+    assert report.culprit.checked is not None  # the check ran (and ran the code again)
+    assert capsys.readouterr().out.count("quantizing") == 1  # the one trace of the report, as before the check

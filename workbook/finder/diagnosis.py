@@ -12,7 +12,9 @@ gradients are also measured numerically with a ``GradientTape`` on the example,
 so the two views can be compared.
 """
 
+import contextlib
 import inspect
+import io
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,9 +50,10 @@ __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 def find_gradient_breaks(target, example, loss=None):
     """Name the ops, and the lines of your code, that cut the gradient.
 
-    Introduced in 03_finding_gradient_killers.ipynb. It runs the target once, and leaves
-    the weights, the layers and every random generator (Python, NumPy, Keras, TensorFlow)
-    as it found them.
+    Introduced in 03_finding_gradient_killers.ipynb. It runs the target once; where an input
+    or weight gets no gradient, once more to measure where it dies, and once per fix it
+    checks on your code (quietly). It leaves the weights, the layers, your functions and
+    every random generator (Python, NumPy, Keras, TensorFlow) as it found them.
 
     Parameters
     ----------
@@ -122,7 +125,8 @@ def _check_the_fix(report, followed, target, layers):
     snapshot = _snapshot(stateful_variables(target))
     with kept_layer_attributes(layers) as attributes:
         try:
-            check_culprit(report, followed)
+            with _quiet():  # the runs of each fix print nothing of the student's code a second time
+                check_culprit(report, followed)
         except Exception:  # the check is help: when it fails, the hints stay as the walk wrote them
             pass
         finally:
@@ -137,7 +141,16 @@ def _where_it_dies(followed, measurement):
     starving = [i for i, key in enumerate(keys) if measurement.verdicts.get(key) in (Measured.NONE, Measured.ZERO)]
     if not starving or measurement.traced is None:
         return []
-    return measured_cuts(followed, starving, _run_once)
+    with _quiet():  # what the code prints on this extra run is the finder's, not the student's output
+        return measured_cuts(followed, starving, _run_once)
+
+
+def _quiet():
+    """Standard output and error kept from the notebook, for the finder's own extra runs of the target."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+    return stack
 
 
 def _snapshot(variables):
