@@ -847,3 +847,26 @@ def int8_codes_in_a_compression_model():
         return ops.cast(ops.cast(ops.round(h * 16.0), "int8"), "float32") / 16.0  # culprit: Round no_gradient
 
     return Case(dense_model(keras.layers.Lambda(codes)), (X, X[:, :1]))
+
+
+# ---------------------------------------------------------------- a sampled value --
+
+
+# A binomial count drawn from learned probabilities: stateless random ops are declared not differentiable.
+@case("https://github.com/tensorflow/tensorflow/pull/23227")
+def binomial_count_from_learned_probabilities():
+    def sampled_count(logits):
+        probs = tf.sigmoid(logits)
+        shape = tf.shape(probs)
+        counts = tf.random.stateless_binomial(  # culprit: StatelessRandomBinomial no_gradient
+            shape, seed=[1, 2], counts=tf.fill(shape, 5.0), probs=probs, output_dtype=tf.float32
+        )
+        return counts * 2.0
+
+    def relaxed_count(logits):  # five relaxed bits, summed: a count whose gradient is the estimator's
+        bits, _ = workbook.sample_latent(logits, "bernoulli", "gumbel_softmax", seed=1, samples=5)
+        return ops.sum(bits, axis=0) * 2.0
+
+    return Case(
+        sampled_count, X, words="workbook.sample_latent(logits, 'bernoulli', 'score_function')", fixed=relaxed_count
+    )

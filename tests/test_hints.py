@@ -595,7 +595,7 @@ def test_a_metric_used_as_a_loss_is_told_which_loss_to_train_on(tmp_path, name, 
 def test_every_honest_hint_says_why_and_names_what_works():
     # Only where nothing of the parameters reaches the output as a function can no gradient exist;
     # a piecewise-constant step has a true gradient, 0 almost everywhere, and a surrogate is a choice.
-    no_function = {"hash", "ids", "sample"}
+    no_function = {"hash", "ids", "sample", "sampled_value"}
     for key, hint in NO_GRADIENT_CAN_EXIST.items():
         assert hint.startswith("No gradient can exist" if key in no_function else "Zero almost everywhere"), key
         assert any(words in hint for words in ("Train on `", "workbook.sample_latent", "data pipeline")), key

@@ -55,6 +55,8 @@ HASH_OPS = {"StringToHashBucketFast", "StringToHashBucketStrong", "StringToHashB
 COUNT_OPS = {"Bincount", "DenseBincount", "RaggedBincount", "SparseBincount"}
 IMAGE_CODEC_OPS = {"EncodeJpeg", "EncodeJpegVariableQuality", "EncodePng"}
 DECODER_OPS = {"CTCBeamSearchDecoder", "CTCGreedyDecoder"}
+#: Random draws of a value with no gradient (gamma and normal draws have reparameterised gradients: not here).
+SAMPLED_VALUE_OPS = {"StatelessRandomBinomial", "RandomPoisson", "RandomPoissonV2", "StatelessRandomPoisson"}
 #: How far forward the integer step is followed (ops), enough for a cast, a clip and a preprocessing layer.
 FOLLOW_LIMIT = 40
 
@@ -113,6 +115,8 @@ def _honest(op, uses):
         return NO_GRADIENT_CAN_EXIST["ids"]
     if op.type in ("Multinomial", "StatelessMultinomial") and "OneHot" not in uses:
         return NO_GRADIENT_CAN_EXIST["sample"]
+    if op.type in SAMPLED_VALUE_OPS:
+        return NO_GRADIENT_CAN_EXIST["sampled_value"]
     return None
 
 

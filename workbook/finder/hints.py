@@ -457,6 +457,14 @@ NO_GRADIENT_CAN_EXIST = {
         "workbook.sample_latent(logits, 'categorical', 'gumbel_softmax_st', tau=0.5) gives it a relaxed "
         "gradient ('straight_through' and 'score_function', which needs log_prob in the loss, are the others)."
     ),
+    "sampled_value": (
+        "No gradient can exist through a sampled value (a binomial or Poisson count): the draw is a choice, "
+        "and nothing of the probabilities reaches the number drawn as a function you could differentiate, so "
+        "a straight-through here is biased. The gradient of the expected loss does exist, and notebook 06's "
+        "estimators estimate it: draw bits with z, log_prob = workbook.sample_latent(logits, 'bernoulli', "
+        "'score_function') and put log_prob in the loss (unbiased), or 'gumbel_softmax' (biased, low variance); "
+        "a count of n draws is the sum of n such bits."
+    ),
 }
 
 #: argmax's ids go into an embedding lookup.
