@@ -1,13 +1,15 @@
 """Advice checked before it is shown: each candidate fix applied to your own code, and measured.
 
-Introduced in 03_finding_gradient_killers.ipynb (the section "A fix checked on your example").
+Introduced in 03_finding_gradient_killers.ipynb (the section "The fix, checked on your example").
 A hint of the form "Replace `OLD` with `NEW`" (:mod:`workbook.finder.rewrites`) is applied
 the way you would apply it: in the function whose line made the culprit, OLD becomes NEW.
 The target then runs once more, eagerly, on your example, under a ``GradientTape``, and the
 candidate passes when the gradient now reaches every input and weight that the culprit
 starved, and the output stays what it was. The first candidate that passes is shown, with
-"Checked on your example: ..."; one that fails is never shown as the fix. The function is
-put back as it was afterwards, also when the check fails.
+"Checked on your example: ..."; one that fails is never shown as the fix. Failing that, one that
+gets the gradient past this line while a later row still cuts it, or one that passes it while
+moving the output (an interpolation, another random draw), is shown saying so. The function
+is put back as it was afterwards, also when the check fails.
 """
 
 import contextlib
