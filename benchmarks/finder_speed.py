@@ -1,8 +1,10 @@
 """How long find_gradient_breaks takes once TensorFlow is imported.
 
-Targets: under 1 s for each small case (the eight-op Lambda, the autoencoder, every
-case of the public corpus in tests/finder_corpus.py), and on a ResNet50-sized model no
-slower than what `fit` does first: tracing the training step and running it once.
+Targets: under 1 s for each small case (the eight-op Lambda, the autoencoder), under 2 s for
+every case of the public corpora (tests/finder_corpus.py, and the fix corpora, where the
+finder also measures where the gradient dies and checks its fix on the case's own code), and
+on a ResNet50-sized model no slower than what `fit` does first: tracing the training step
+and running it once.
 """
 
 import pathlib
@@ -95,12 +97,13 @@ def _timings_line(corpus, cases):
     for name, arguments, options in cases:
         cpu, wall = measure(lambda a=arguments, o=options: workbook.find_gradient_breaks(*a, **o))
         timings.append((wall, cpu, name))
-    walls = [t[0] for t in timings]
+    walls, cpus = [t[0] for t in timings], [t[1] for t in timings]
     slowest = max(timings)
     return (
         f"The {len(timings)} cases of the {corpus}, each once: median "
-        f"{statistics.median(walls):.2f} s, slowest {slowest[0]:.2f} s wall / {slowest[1]:.2f} s CPU "
-        f"(`{slowest[2]}`); {sum(w < 1.0 for w in walls)} of {len(walls)} under 1 s.\n"
+        f"{statistics.median(walls):.2f} s wall / {statistics.median(cpus):.2f} s CPU, slowest {slowest[0]:.2f} s "
+        f"wall / {slowest[1]:.2f} s CPU (`{slowest[2]}`); {sum(w < 1.0 for w in walls)} of {len(walls)} under 1 s, "
+        f"{sum(w < 2.0 for w in walls)} under 2 s.\n"
     )
 
 

@@ -1000,3 +1000,54 @@ def one_hot_of_the_labels():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
     model.compile(optimizer="adam", loss=loss)
     return model, (X, LABELS.astype("float32"))
+
+
+# --- Paths that exist but carry nothing on the example: found by measuring, not by the walk ---
+
+
+@case("https://github.com/tensorflow/tensorflow/issues/38349")
+def where_branch_never_taken():
+    # The issue's tf.where(a > 15., a, ...) with a = 10: the branch holding a is never picked, so its
+    # gradient is 0. Here a is a learned enhancer's output, and the other branch its equalised copy.
+    class Equalizer(keras.layers.Layer):
+        def build(self, input_shape):
+            self.kernel = self.add_weight(shape=(input_shape[-1], input_shape[-1]), name="kernel")
+
+        def call(self, x):
+            enhanced = ops.matmul(x, self.kernel)
+            levels = ops.cast(ops.round(ops.clip(enhanced, 0.0, 1.0) * 8.0), "float32") / 8.0
+            return ops.where(enhanced > 15.0, enhanced, levels)  # culprit: SelectV2 measured_branch_not_taken
+
+    keras.utils.set_random_seed(0)
+    return Equalizer(), X
+
+
+@case("https://stats.stackexchange.com/questions/481881")
+def softmax_over_one_unit():
+    # The question's last layer, Dense(1, activation="softmax"), here under a squared error:
+    # its output is 1 whatever its input, and Keras warns of it.
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1, activation="softmax")]
+    )
+    model.compile(loss="mse")  # culprit-noline: Softmax measured_constant_softmax
+    return model, (X, (TARGETS > 0).astype("float32"))
+
+
+@case("https://github.com/kpot/keras-transformer/issues/3")
+def loop_trip_count_from_a_halting_unit():
+    # A halting unit whose probability sets how many steps a loop runs. The issue's answer: ACT learns
+    # an attention over the number of steps, not the number itself, which has no gradient.
+    class Halting(keras.layers.Layer):
+        def build(self, input_shape):
+            self.halt = self.add_weight(shape=(input_shape[-1], 1), name="halt")
+
+        def call(self, x):
+            steps = tf.cast(tf.math.ceil(tf.reduce_mean(tf.sigmoid(ops.matmul(x, self.halt))) * 4.0), tf.int32)
+            loop = tf.while_loop(  # culprit: StatelessWhile measured_control
+                lambda i, h: i < steps, lambda i, h: (i + 1, h * 0.9 + 1.0), (tf.constant(0), x)
+            )
+            return loop[1]
+
+    keras.utils.set_random_seed(0)
+    return Halting(), X

@@ -825,3 +825,48 @@ def jpeg_quality_in_the_loop():
         return image + tf.stop_gradient(jpeg - image)
 
     return Case(compressed, X, words="x + stop_gradient(jpeg(x) - x)", fixed=around_jpeg)
+
+
+# ---------------------------------------------------- a step through an integer and back --
+
+
+# Rounding, then a cast to int8 (the PR's fix to a bare cast), then back to floats for the next layer;
+# straight-through on the round alone leaves the int8 cast cutting, on the same line.
+@case("https://github.com/astramind-ai/BitMat/pull/13")
+def rounded_to_int8_and_back():
+    def int8_activations(x):
+        return ops.cast(ops.cast(ops.round(x * 8.0), "int8"), "float32") / 8.0  # culprit: Round no_gradient
+
+    return Case(int8_activations, X)
+
+
+# The same step inside a model: the encoder's activations stored as int8 codes.
+@case("https://github.com/Justin-Tan/generative-compression/issues/27")
+def int8_codes_in_a_compression_model():
+    def codes(h):
+        return ops.cast(ops.cast(ops.round(h * 16.0), "int8"), "float32") / 16.0  # culprit: Round no_gradient
+
+    return Case(dense_model(keras.layers.Lambda(codes)), (X, X[:, :1]))
+
+
+# ---------------------------------------------------------------- a sampled value --
+
+
+# A binomial count drawn from learned probabilities: stateless random ops are declared not differentiable.
+@case("https://github.com/tensorflow/tensorflow/pull/23227")
+def binomial_count_from_learned_probabilities():
+    def sampled_count(logits):
+        probs = tf.sigmoid(logits)
+        shape = tf.shape(probs)
+        counts = tf.random.stateless_binomial(  # culprit: StatelessRandomBinomial no_gradient
+            shape, seed=[1, 2], counts=tf.fill(shape, 5.0), probs=probs, output_dtype=tf.float32
+        )
+        return counts * 2.0
+
+    def relaxed_count(logits):  # five relaxed bits, summed: a count whose gradient is the estimator's
+        bits, _ = workbook.sample_latent(logits, "bernoulli", "gumbel_softmax", seed=1, samples=5)
+        return ops.sum(bits, axis=0) * 2.0
+
+    return Case(
+        sampled_count, X, words="workbook.sample_latent(logits, 'bernoulli', 'score_function')", fixed=relaxed_count
+    )

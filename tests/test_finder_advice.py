@@ -17,11 +17,14 @@ of the hint (between backticks) is that suggestion, in one of three forms:
   `keras.layers.UpSampling2D(2)` instead": the test evaluates it and hands it to the case's
   ``rebuild``, then asks the same two questions; for a stand-in loss the question of
   intent is whether the loss is lowest at the ``perfect`` prediction;
-- a hint that begins "No gradient can exist" is honest: nothing can make that op pass a
-  gradient. It must name what works instead (the case's ``words``, when it has no
-  ``rebuild``), and that stand-in (the case's ``fixed``) must train.
+- a hint that begins "No gradient can exist" (nothing of the parameters reaches the output as a
+  function: a hash, an id, a sample's index) or "Zero almost everywhere" (a piecewise-constant
+  step, whose surrogate is a choice) is honest. It must name what works instead (the case's
+  ``words``, when it has no ``rebuild``), and that stand-in (the case's ``fixed``) must train.
 
-A hint with no code, or whose code cannot be applied, fixes nothing. At least 90% of
+A hint with no code, or whose code cannot be applied, fixes nothing; a replacement on a line
+that runs again with the target must also say that the finder checked it on the case's own
+example before showing it. At least 90% of
 the cases must be hits, and at least 90% of the hits fixed.
 """
 
@@ -57,7 +60,8 @@ EARLIER = (
 MARKER = re.compile(r"#\s*culprit:\s*(\S+)\s+(\S+)")  # a shared marker's words are overridden by Case.culprit
 CODE = re.compile(r"`([^`]+)`")
 REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
-HONEST = "No gradient can exist"
+#: An honest hint: no gradient can exist (a hash, an id, a sample's index), or the true one is 0 almost everywhere.
+HONEST = ("No gradient can exist", "Zero almost everywhere")
 SEED = 7
 CASES = finder_fix_corpus.CASES
 
@@ -238,6 +242,10 @@ def finder_verdict(builder):
     target, intent = applied(builder, built, culprit.hint)
     if target is None:
         return True, False, f"{intent}:\n{culprit.hint}"
+    # The line that made a layer, or build(), does not run again with the model: those fixes are checked here only.
+    runs_again = culprit.layer is None and culprit.reason != "disconnected"
+    if first_suggestion(culprit.hint)[0] == "replace" and runs_again and culprit.checked is not True:
+        return True, False, f"a fix in the case's own code, shown without the check on its example:\n{culprit.hint}"
     fixed = flows(target, built.example) and intent is True
     return True, fixed, f"flows {flows(target, built.example)}, means the same {intent}:\n{culprit.hint}"
 

@@ -79,6 +79,20 @@ def python_if(x):
     return -x
 
 
+def halted(x, learned=True):
+    """A state stepped while a halting unit says go on: as the trip count of a loop (no gradient), or, learned,
+    a fixed number of steps, each weighed by the probability of halting there (Adaptive Computation Time)."""
+    go_on = tf.sigmoid(x)
+    if not learned:
+        steps = tf.cast(tf.math.ceil(tf.reduce_mean(go_on) * 4.0), tf.int32)
+        return tf.while_loop(lambda i, h: i < steps, lambda i, h: (i + 1, h * 0.9 + 1.0), (0, tf.ones_like(x)))[1]
+    state, output, still = tf.ones_like(x), tf.zeros_like(x), tf.ones_like(x)
+    for _ in range(4):
+        state = state * 0.9 + 1.0
+        output, still = output + still * (1.0 - go_on) * state, still * go_on
+    return output + still * state
+
+
 # (where the hint lives, its key, the words of the fix in the hint, the broken code, the fixed code,
 #  whether the fix keeps the forward values)
 FIXES = [
@@ -335,11 +349,38 @@ FIXES = [
         lambda x: tf.reduce_max(tf.where(tf.not_equal(x, 0.0), x, -np.inf)),
         True,
     ),
+    (
+        "reason",
+        "measured_branch_not_taken",
+        "c * a + (1 - c) * b",
+        lambda x: tf.where(x > 5.0, x, tf.zeros_like(x)),  # X never exceeds 5: the branch holding x is never taken
+        lambda x: S["step_sigmoid"](x - 5.0) * x + (1.0 - S["step_sigmoid"](x - 5.0)) * tf.zeros_like(x),
+        True,
+    ),
+    (
+        "reason",
+        "measured_constant_softmax",
+        "sigmoid",
+        lambda x: tf.nn.softmax(x[:, :1]),
+        lambda x: tf.sigmoid(x[:, :1]),
+        False,
+    ),
+    ("reason", "measured_control", "fixed number of steps", lambda x: halted(x, learned=False), halted, False),
+    (
+        "reason",
+        "measured_zero",
+        "smooth stand-in",
+        lambda x: tf.nn.relu(-tf.abs(x) - 1.0),
+        lambda x: tf.nn.softplus(-tf.abs(x) - 1.0),
+        False,
+    ),
     ("cause", "assign", "total = total + x", None, None, True),
     ("cause", "rebound", "keep the new value in a local variable", None, None, True),
     ("cause", "built_tensor", "Compute that tensor inside call()", None, None, True),
-    ("cause", "unused", "Use it in call()", None, None, True),
+    ("cause", "unused", "use it in call()", None, None, True),
 ]
+
+
 #: Tested below (not_recorded, not_recorded_outside) or not a code change.
 NO_CODE_FIX = {
     "measured_none",
@@ -546,12 +587,17 @@ def test_a_metric_used_as_a_loss_is_told_which_loss_to_train_on(tmp_path, name, 
     assert re.search(r"`([^`]+)`", hint).group(1) == loss, hint
     assert f"Train on `{loss}`" in hint
     assert callable(keras.losses.get(eval(loss, {"workbook": workbook, "keras": keras})))
-    assert hint.startswith("No gradient can exist") == (name == "qwk_loss")
+    # Kappa is piecewise constant: its true gradient is 0 almost everywhere, and a stand-in that trains exists.
+    assert not hint.startswith("No gradient can exist")
+    assert hint.startswith("Zero almost everywhere") == (name == "qwk_loss")
 
 
 def test_every_honest_hint_says_why_and_names_what_works():
+    # Only where nothing of the parameters reaches the output as a function can no gradient exist;
+    # a piecewise-constant step has a true gradient, 0 almost everywhere, and a surrogate is a choice.
+    no_function = {"hash", "ids", "sample", "sampled_value"}
     for key, hint in NO_GRADIENT_CAN_EXIST.items():
-        assert hint.startswith("No gradient can exist"), key
+        assert hint.startswith("No gradient can exist" if key in no_function else "Zero almost everywhere"), key
         assert any(words in hint for words in ("Train on `", "workbook.sample_latent", "data pipeline")), key
 
 
@@ -650,7 +696,7 @@ def test_a_metric_computed_in_numpy_is_told_its_stand_in():
         hint, "auc = roc_auc_score(y_true.numpy(), y_pred.numpy())"
     )
     assert advise_untraceable(hint, "kappa = cohen_kappa_score(t.numpy(), p.numpy())").startswith(
-        "No gradient can exist"
+        "Zero almost everywhere"
     )
     assert advise_untraceable(hint, "value = np.square(x.numpy())") == hint
     assert advise_untraceable(hint, None) == hint

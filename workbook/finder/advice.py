@@ -10,11 +10,18 @@ Its first suggestion takes one of three forms, so that a student can apply it as
 - "Train on `LOSS`": a metric used as a loss (IoU, Dice, AUC, an edit distance, an
   accuracy) has no useful gradient as a whole; LOSS is its differentiable stand-in
   (:mod:`workbook.losses`), and the metric stays a metric;
-- "No gradient can exist ...": a hash, a count, token ids, a decoder's search, a JPEG
-  round trip or a discrete metric such as quadratic weighted kappa; the hint says why in
-  one line and names what works (a stand-in loss, notebook 06's estimators, or the data pipeline).
+- an honest hint, in one of two kinds. "No gradient can exist ..." where nothing of the
+  parameters reaches the output as a function that could be differentiated (a hash, token
+  ids, a sampled index); "Zero almost everywhere ..." for a piecewise-constant step (a count,
+  a decoder's search, a JPEG round trip, a metric of hard labels such as quadratic weighted
+  kappa), whose true gradient is 0 wherever it exists, as round's is: a surrogate or a smooth
+  stand-in there is a choice. Each says why in one line and names what works (a stand-in
+  loss, notebook 06's estimators, or the data pipeline).
 
-When your line does not show the call, the op's general hint is kept. The words of every
+:func:`advise_all` lists every rewrite to try, the sharpest first; before the report shows one,
+:mod:`workbook.finder.checked_advice` applies each to your code and runs your example, and
+the first that works is shown ("Checked on your example"). When your line does not show the
+call, the op's general hint is kept. The words of every
 hint are in :mod:`workbook.finder.hints`; this module chooses among them. Every fix is applied
 as printed to the public cases of tests/finder_fix_corpus.py and
 tests/finder_fix_corpus_deep.py, and a GradientTape checks that the gradient then flows.
@@ -35,7 +42,7 @@ from workbook.finder.hints import (
     NO_GRADIENT_CAN_EXIST,
     TOKENS_HINT,
 )
-from workbook.finder.rewrites import BITWISE_OPS, rewrite
+from workbook.finder.rewrites import ALTERNATIVES, BITWISE_OPS, rewrite
 
 #: Where Keras's own metric functions live: an op made there, by a metric passed as a loss, is a metric's.
 METRICS_DIR = "keras/src/metrics/"
@@ -48,6 +55,8 @@ HASH_OPS = {"StringToHashBucketFast", "StringToHashBucketStrong", "StringToHashB
 COUNT_OPS = {"Bincount", "DenseBincount", "RaggedBincount", "SparseBincount"}
 IMAGE_CODEC_OPS = {"EncodeJpeg", "EncodeJpegVariableQuality", "EncodePng"}
 DECODER_OPS = {"CTCBeamSearchDecoder", "CTCGreedyDecoder"}
+#: Random draws of a value with no gradient (gamma and normal draws have reparameterised gradients: not here).
+SAMPLED_VALUE_OPS = {"StatelessRandomBinomial", "RandomPoisson", "RandomPoissonV2", "StatelessRandomPoisson"}
 #: How far forward the integer step is followed (ops), enough for a cast, a clip and a preprocessing layer.
 FOLLOW_LIMIT = 40
 
@@ -57,7 +66,8 @@ def advise(op, hint, code=None):
 
     ``code`` is the line of your code that made the op, when the finder found one: a fix
     that can be written in your own code starts "Replace `OLD` with `NEW`"; a metric used
-    as a loss gets "Train on `LOSS`"; an op no gradient can pass starts "No gradient can exist".
+    as a loss gets "Train on `LOSS`"; an op no gradient can pass starts "No gradient can exist", a
+    piecewise-constant step whose true gradient is 0 almost everywhere "Zero almost everywhere".
     """
     found = _metric(op, code)
     if found is not None:
@@ -67,6 +77,18 @@ def advise(op, hint, code=None):
     if honest is not None:
         return honest
     return rewrite(op, code, uses) or _general(op, hint, uses)
+
+
+def advise_all(op, hint, code=None):
+    """Every fix to try for culprit ``op``, the sharpest first (:func:`advise`), then other rewrites of your line.
+
+    :mod:`workbook.finder.checked_advice` applies them in this order to your code and shows the
+    first that passes on your example.
+    """
+    first = advise(op, hint, code)
+    uses = _integer_uses(op) if code else set()
+    others = [fix(op, code, uses) for fix in ALTERNATIVES.get(op.type, ())] if code else []
+    return list(dict.fromkeys([first, *(text for text in others if text)]))
 
 
 def _general(op, hint, uses):
@@ -83,7 +105,7 @@ def _general(op, hint, uses):
 
 
 def _honest(op, uses):
-    """The "No gradient can exist" hint for an op whose value no surrogate can pass on, or None."""
+    """The honest hint (no gradient can exist, or zero almost everywhere) for an op of that kind, or None."""
     if op.type in DECODER_OPS:
         return NO_GRADIENT_CAN_EXIST["decoder"]
     for ops, kind in ((HASH_OPS, "hash"), (COUNT_OPS, "count"), (IMAGE_CODEC_OPS, "jpeg")):
@@ -93,6 +115,8 @@ def _honest(op, uses):
         return NO_GRADIENT_CAN_EXIST["ids"]
     if op.type in ("Multinomial", "StatelessMultinomial") and "OneHot" not in uses:
         return NO_GRADIENT_CAN_EXIST["sample"]
+    if op.type in SAMPLED_VALUE_OPS:
+        return NO_GRADIENT_CAN_EXIST["sampled_value"]
     return None
 
 

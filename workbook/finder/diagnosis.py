@@ -12,7 +12,9 @@ gradients are also measured numerically with a ``GradientTape`` on the example,
 so the two views can be compared.
 """
 
+import contextlib
 import inspect
+import io
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +26,7 @@ from workbook.core.internals import (
     kept_random_state,
     restore_layer_attributes,
 )
+from workbook.finder.checked_advice import check_culprit
 from workbook.finder.gradient_probe import RUN_TIME_GRADIENT_OPS
 from workbook.finder.graph_walk import analyse, cut_all
 from workbook.finder.hints import (
@@ -34,6 +37,8 @@ from workbook.finder.hints import (
     YOUR_TAPE_NONE,
 )
 from workbook.finder.layer_causes import explain_disconnected, layer_of_op
+from workbook.finder.measured_cut import measured_cuts, sum_of_float_outputs
+from workbook.finder.measured_findings import settle_measured
 from workbook.finder.reach import tf_variable
 from workbook.finder.report import REASONS, Finding, GradientReport, Measured, Rank, Static
 from workbook.finder.targets import all_layers, changed_attributes, prepare, stateful_variables
@@ -45,9 +50,10 @@ __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 def find_gradient_breaks(target, example, loss=None):
     """Name the ops, and the lines of your code, that cut the gradient.
 
-    Introduced in 03_finding_gradient_killers.ipynb. It runs the target once, and leaves
-    the weights, the layers and every random generator (Python, NumPy, Keras, TensorFlow)
-    as it found them.
+    Introduced in 03_finding_gradient_killers.ipynb. It runs the target once; where an input
+    or weight gets no gradient, once more to measure where it dies, and once per fix it
+    checks on your code (quietly). It leaves the weights, the layers, your functions and
+    every random generator (Python, NumPy, Keras, TensorFlow) as it found them.
 
     Parameters
     ----------
@@ -89,6 +95,7 @@ def _find_gradient_breaks(target, example, loss):
     with kept_layer_attributes(layers) as attributes:
         try:
             measurement = _trace_and_measure(followed)
+            measured = _where_it_dies(followed, measurement)
             changed = changed_attributes(attributes)
             restore_layer_attributes(attributes)
             analysis = analyse(followed, traced=measurement.traced, layers=layers)
@@ -105,12 +112,47 @@ def _find_gradient_breaks(target, example, loss):
     findings, notes = _settle_unchecked(findings, notes, analysis.unchecked, sources, failure)
     findings = _not_recorded(explain_disconnected(findings, sources, layers, changed), sources, followed.call)
     findings, notes = _no_silent_cut(findings, notes, sources)
+    findings, notes = settle_measured(findings, notes, measured, sources, layers)
     _name_layers(findings + notes, layers)
     report.findings, report.notes = findings, notes
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
+    _check_the_fix(report, followed, target, layers)
     return report
+
+
+def _check_the_fix(report, followed, target, layers):
+    """The culprit's fix chosen by applying it to your code; weights, statistics and attributes put back."""
+    snapshot = _snapshot(stateful_variables(target))
+    with kept_layer_attributes(layers) as attributes:
+        try:
+            with _quiet():  # the runs of each fix print nothing of the student's code a second time
+                check_culprit(report, followed)
+        except Exception:  # the check is help: when it fails, the hints stay as the walk wrote them
+            pass
+        finally:
+            restore_layer_attributes(attributes)
+            for variable, value in snapshot:
+                variable.assign(value)
+
+
+def _where_it_dies(followed, measurement):
+    """The :class:`~workbook.finder.measured_cut.MeasuredCut` s of the sources the tape measured None or zero for."""
+    keys = _source_keys(followed.inputs, followed.variables)
+    starving = [i for i, key in enumerate(keys) if measurement.verdicts.get(key) in (Measured.NONE, Measured.ZERO)]
+    if not starving or measurement.traced is None:
+        return []
+    with _quiet():  # what the code prints on this extra run is the finder's, not the student's output
+        return measured_cuts(followed, starving, _run_once)
+
+
+def _quiet():
+    """Standard output and error kept from the notebook, for the finder's own extra runs of the target."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+    return stack
 
 
 def _snapshot(variables):
@@ -185,7 +227,7 @@ def _trace_and_measure(followed):
             tape.watch([args[index] for _, index in float_inputs])
             tape.watch([tf_variable(v) for v in variables])
             outputs = followed.call(*args)
-            scalar = _sum_of_float_outputs(outputs)
+            scalar = sum_of_float_outputs(outputs)
         if scalar is None:
             return {"outputs": outputs, "flags": None}
         sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
@@ -280,7 +322,7 @@ def _call_under_a_tape(followed):
         tape.watch([tensor for _, tensor in followed.inputs if tensor.dtype.is_floating])
         tape.watch([tf_variable(variable) for variable in followed.variables])
         try:
-            scalar = _sum_of_float_outputs(followed.call(*followed.arguments))
+            scalar = sum_of_float_outputs(followed.call(*followed.arguments))
         except Exception as error:
             failure = _first_line(error)
     return tape, scalar, failure
@@ -464,17 +506,6 @@ def _tape_finding(status, failure):
 
 def _source_keys(inputs, variables):
     return [("input", name) for name, _ in inputs] + [("variable", id(v)) for v in variables]
-
-
-def _sum_of_float_outputs(outputs):
-    import tensorflow as tf
-
-    floats = [
-        tf.reduce_sum(tf.cast(t, tf.float32))
-        for t in tf.nest.flatten(outputs)
-        if isinstance(t, (tf.Tensor, tf.Variable)) and t.dtype.is_floating
-    ]
-    return tf.add_n(floats) if floats else None
 
 
 def _disagree(static, measured):

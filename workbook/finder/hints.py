@@ -93,6 +93,51 @@ REASONS = {
             "an op whose gradient TensorFlow decides at run time (a loaded model, a py_function)."
         ),
     ),
+    "measured_branch_not_taken": Reason(
+        label="branch never taken",
+        detail="on your example this {op} never picks the values the gradient would come back through",
+        hint=(
+            "A where() passes the gradient only to the values it picks, and on your example it picks the other "
+            "branch everywhere. If that branch should be picked sometimes, check the condition (a threshold, a "
+            "scale); if the gradient should reach it whichever value is picked, blend the two instead of picking: "
+            "c * a + (1 - c) * b, with c made from the condition by a surrogate such as "
+            "workbook.SURROGATES['step_sigmoid'](x - t)."
+        ),
+        op_hint=False,
+    ),
+    "measured_constant_softmax": Reason(
+        label="softmax of one value",
+        detail="a {op} over an axis of size 1 is 1 whatever its input, so its gradient is exactly 0",
+        hint=(
+            "A softmax over an axis of size 1 always gives 1. For one gate (on or off) use a sigmoid of the "
+            "score; for a choice among several, give the axis one score per choice (softmax over axis=-1 of size > 1)."
+        ),
+        op_hint=False,
+    ),
+    "measured_control": Reason(
+        label="only steers a loop or branch",
+        detail=(
+            "the value reaches the output only through this {op}'s trip count or condition: how many times a "
+            "loop runs, or which branch runs, is a whole number or a choice, and carries no gradient"
+        ),
+        hint=(
+            "A trip count or a branch choice has no gradient. Make the output a function of the value itself: run "
+            "a fixed number of steps and weigh each step's result by a halting probability made from it (Adaptive "
+            "Computation Time, with a ponder cost), or estimate the gradient of the discrete choice with notebook "
+            "06's score-function estimator."
+        ),
+        op_hint=False,
+    ),
+    "measured_zero": Reason(
+        label="passes exactly 0 here",
+        detail="on your example this {op} receives a gradient but passes exactly 0 back",
+        hint=(
+            "On this example the op passes back nothing but zeros (saturated, clipped, every ReLU off, or a "
+            "function flat where your values are). Check its input's values; if they sit where the op is flat by "
+            "design, use a surrogate or a smooth stand-in there."
+        ),
+        op_hint=False,
+    ),
     "branch_condition": Reason(
         label="only picks a branch",
         hint=(
@@ -131,7 +176,8 @@ REASONS = {
         label="output does not depend on it",
         hint=(
             "The output does not depend on this input or variable at all (or only on its shape). "
-            "Use its result on the way to the output, or remove it (or make it trainable=False)."
+            "If it need not learn, remove it or make it trainable=False, which keeps what the model computes; "
+            "if it should, use its result on the way to the output (that changes the model)."
         ),
     ),
     "integer_input": Reason(
@@ -282,7 +328,10 @@ CAUSES = {
     ),
     "unused": Cause(
         detail="the weight is created with add_weight but call() never uses it",
-        hint="Use it in call(), or do not create it (or create it with trainable=False).",
+        hint=(
+            "Do not create it, or create it with trainable=False: the model then computes what it computes now, "
+            "and fit stops warning. Only if it was meant to learn, use it in call() (that changes the model)."
+        ),
     ),
 }
 
@@ -313,6 +362,37 @@ ALL_ZERO = (
     "(every value on the way is 0, or every ReLU is off, e.g. after a cast that sends everything to 0)"
 )
 DISAGREEMENT = "{source}: the graph says {static}, the GradientTape measured {measured}"
+#: Appended to a finding where the GradientTape's backward pass, measured to every tensor, found the gradient dies.
+MEASURED_DETAIL = {
+    "where": (
+        "; measured on your example: the gradient reaches this op's output, and nothing of it gets back to {sources}"
+    ),
+    "promoted": (
+        "; measured on your example, this is where the gradient of {sources} dies: the other path carries nothing"
+    ),
+}
+#: In place of each fix, in a report that keeps them back for an exercise (GradientReport.hiding_fixes).
+FIX_HIDDEN = (
+    "(kept back for this exercise: predict the fix from the op and the line, write it, then compare with "
+    "print(report.fixes()))"
+)
+#: What the check of a fix on your example found (workbook.finder.checked_advice).
+CHECKED = {
+    "passed": " Checked on your example: the gradient now reaches {names}, and the output is unchanged.",
+    "past": (
+        " Checked on your example: the gradient now gets past this line, and the output is unchanged; the next "
+        "row still cuts it, so fix that one too and run the finder again."
+    ),
+    "changed": (
+        " Checked on your example: the gradient now reaches {names}; the output moves by up to {change} of its "
+        "largest value, as this rewrite computes something a little different (check that it is what you mean)."
+    ),
+    "cut": "`{fix}` left the gradient cut",
+    "output": "`{fix}` changed the output",
+    "none_passed": (
+        "No rewrite the finder knows passed a check on your example ({tried}), so none is offered as the fix. {hint}"
+    ),
+}
 #: A source the output does not depend on, at the line that uses it.
 UNUSED_SOURCE = (
     "the output does not depend on {source}: it is used on this line, but nothing computed from it reaches the output"
@@ -332,39 +412,58 @@ UNTRACEABLE_WHY = {
 # workbook.finder.advice picks one of these from what the op's value goes on to do, and
 # workbook.finder.rewrites writes the fix in your own code; the words are all here.
 
-#: "No gradient can exist": an op whose value no surrogate can pass on, by kind, with what works instead.
+#: What starts an honest hint where nothing of the parameters reaches the output as a function: a hash, an id,
+#: a sample's index. No gradient can exist there, and tests/test_finder_advice.py checks that what it names trains.
+NO_GRADIENT = "No gradient can exist"
+#: What starts an honest hint for a piecewise-constant function (a count, a search, a metric of hard labels):
+#: its true gradient is 0 almost everywhere, as round's is, and a surrogate or a smooth stand-in is a choice.
+ZERO_ALMOST_EVERYWHERE = "Zero almost everywhere"
+#: The honest hints by kind: why no gradient is of use here, and what works instead.
 NO_GRADIENT_CAN_EXIST = {
     "decoder": (
-        "No gradient can exist through a CTC decoder (a beam or greedy search): it picks whole sequences, and "
-        "its score belongs to that choice. Train on `workbook.losses.ctc` (CTC on the per-step logits, the last "
-        "class the blank), and decode only to predict and to measure."
+        "Zero almost everywhere: a CTC decoder (a beam or greedy search) picks whole sequences, so what it "
+        "returns moves in jumps and its true gradient is 0 wherever it exists. Train on `workbook.losses.ctc` "
+        "(CTC on the per-step logits, the last class the blank), and decode only to predict and to measure."
     ),
     "hash": (
-        "No gradient can exist through a hash: its bucket jumps when the value hashed changes at all. Hash "
-        "in the data pipeline (dataset.map, before the model), and let the model learn from the hashed "
-        "buckets' embeddings, or from the float value itself."
+        "No gradient can exist through a hash: its bucket is no function of the value that changes in any "
+        "direction you could follow, it jumps when the value hashed changes at all. Hash in the data pipeline "
+        "(dataset.map, before the model), and let the model learn from the hashed buckets' embeddings, or from "
+        "the float value itself."
     ),
     "count": (
-        "No gradient can exist through a count (CategoryEncoding, bincount): integer ids are counted, and a "
-        "count moves in whole steps. Count in the data pipeline; or pick the ids as one-hot rows with "
-        "workbook.sample_latent(logits, 'categorical', 'straight_through') and sum the rows, a count with a gradient."
+        "Zero almost everywhere: a count (CategoryEncoding, bincount) moves in whole steps, so its true gradient "
+        "is 0 wherever it exists, as round's is, and any gradient here is one you choose. Count in the data "
+        "pipeline if the counts need not learn; or pick the ids as one-hot rows with "
+        "workbook.sample_latent(logits, 'categorical', 'straight_through') and sum the rows: the same count "
+        "forward, with the straight-through's gradient."
     ),
     "jpeg": (
-        "No gradient can exist through a JPEG round trip: encode_jpeg makes bytes. Apply the JPEG step in the "
-        "data pipeline (as an augmentation of the inputs), or pass the gradient around the whole round trip: "
-        "x + stop_gradient(jpeg(x) - x), with jpeg(x) the decoded image as floats."
+        "Zero almost everywhere: a JPEG round trip quantises, so its true gradient is 0 wherever it exists, and "
+        "encode_jpeg makes bytes that no gradient follows. Apply the JPEG step in the data pipeline (as an "
+        "augmentation of the inputs); or choose a gradient for it, the identity's around the whole round trip "
+        "(BPDA): x + stop_gradient(jpeg(x) - x), with jpeg(x) the decoded image as floats."
     ),
     "ids": (
         "No gradient can exist through token ids made from a float: an Embedding looks rows up by id, and an "
-        "id moves in whole steps. Make the ids in the data pipeline; or have the model output logits over "
-        "the vocabulary, sample one-hot rows with workbook.sample_latent(logits, 'categorical', "
+        "id says which row, not how far to move. Make the ids in the data pipeline; or have the model output "
+        "logits over the vocabulary, sample one-hot rows with workbook.sample_latent(logits, 'categorical', "
         "'gumbel_softmax_st') and look up by a product: ops.matmul(one_hot, embedding.embeddings)."
     ),
     "sample": (
-        "No gradient can exist through a sampled index: the draw is a choice. Sample a one-hot with notebook "
-        "06's estimators instead: z, log_prob = workbook.sample_latent(logits, 'categorical', "
-        "'gumbel_softmax_st', tau=0.5) gives it a relaxed gradient ('straight_through' and 'score_function', "
-        "which needs log_prob in the loss, are the others)."
+        "No gradient can exist through a sampled index: the draw is a choice, and nothing of the logits "
+        "reaches the index as a function you could differentiate; the gradient of the expected loss does "
+        "exist, and notebook 06's estimators estimate it. Sample a one-hot instead: z, log_prob = "
+        "workbook.sample_latent(logits, 'categorical', 'gumbel_softmax_st', tau=0.5) gives it a relaxed "
+        "gradient ('straight_through' and 'score_function', which needs log_prob in the loss, are the others)."
+    ),
+    "sampled_value": (
+        "No gradient can exist through a sampled value (a binomial or Poisson count): the draw is a choice, "
+        "and nothing of the probabilities reaches the number drawn as a function you could differentiate, so "
+        "a straight-through here is biased. The gradient of the expected loss does exist, and notebook 06's "
+        "estimators estimate it: draw bits with z, log_prob = workbook.sample_latent(logits, 'bernoulli', "
+        "'score_function') and put log_prob in the loss (unbiased), or 'gumbel_softmax' (biased, low variance); "
+        "a count of n draws is the sum of n such bits."
     ),
 }
 
@@ -421,7 +520,7 @@ METRICS = (
     (("accuracy", "acc"), "an accuracy", None,
      "cross-entropy on the probabilities, whose minimum is the same prediction"),
 )  # fmt: skip
-#: Discrete metrics no stand-in of the same formula makes smooth: they count agreements of hard labels.
+#: Discrete metrics that count agreements of hard labels: piecewise constant, with a stand-in of their own.
 HONEST_METRICS = (
     (("kappa", "qwk", "cohen"), "quadratic weighted kappa", "workbook.losses.soft_qwk",
      "1 - kappa with the confusion matrix made of the probabilities"),
@@ -434,9 +533,10 @@ METRIC_AS_LOSS_HINT = (
 )
 #: A metric of HONEST_METRICS used as a loss.
 HONEST_METRIC_HINT = (
-    "No gradient can exist through {name}: it counts agreements of hard labels, which move in whole steps. "
-    "Train on `{loss}` ({formula}, lowest at the perfect prediction), and keep {name} as a metric "
-    "(compile(metrics=...))."
+    "Zero almost everywhere: {name} counts agreements of hard labels, which move in whole steps, so its true "
+    "gradient is 0 wherever it exists, and a gradient for it is a choice. Train on `{loss}` ({formula}, lowest "
+    "at the perfect prediction), a smooth stand-in, and keep {name} as a metric (compile(metrics=...)); a "
+    "straight-through one-hot in place of each argmax is the other choice, with the exact value forward."
 )
 #: A tensor built once from a weight in build() (``line``, ``attribute = expression``), then the cause's hint.
 BUILT_TENSOR_FIX = (
@@ -470,6 +570,14 @@ REWRITE_WHY = {
         "reaches both sides of the comparison"
     ),
     "one_hot": "the same one-hot forward, and backward the softmax's gradient (a straight-through one-hot)",
+    "whole_step": (
+        "the value goes through an integer and back to a float on this line, so a straight-through on one op "
+        "would leave the next cast cutting; this one spans the whole step, with the same values forward"
+    ),
+    "cast_index": (
+        "the integer is used as an index, so the one_hot that takes it must pass the gradient too: the same "
+        "one-hot forward, and backward the gradient of a softmax of the distance to each class"
+    ),
     "lookup": (
         "ids carry no gradient, a product does: the same rows forward, chosen by a straight-through one-hot, "
         "and the gradient reaches both the scores and the table"

@@ -3,6 +3,7 @@
 Introduced in 03_finding_gradient_killers.ipynb.
 """
 
+import dataclasses
 import enum
 import html
 import os
@@ -10,9 +11,9 @@ import traceback
 from dataclasses import dataclass, field
 
 from workbook.core.notebook_cells import cell_label
-from workbook.finder.advice import advise, advise_untraceable
+from workbook.finder.advice import advise_all, advise_untraceable
 from workbook.finder.frames import user_frame
-from workbook.finder.hints import CAUSES, OP_HINTS, REASONS, UNTRACEABLE_WHY
+from workbook.finder.hints import CAUSES, FIX_HIDDEN, OP_HINTS, REASONS, UNTRACEABLE_WHY
 
 
 class Rank(enum.IntEnum):
@@ -44,6 +45,9 @@ class Finding:
     order: int = 0  # position along the path, among findings of the same rank
     rank: Rank = Rank.PATH
     layer: str | None = None  # the Keras layer whose code made the op, when no line of yours made the op itself
+    candidates: list = field(default_factory=list)  # the fixes to check on your example, ``hint`` the first
+    fallback: str = ""  # the advice in words, shown when no candidate passes the check
+    checked: bool | None = None  # whether ``hint`` passed a check on your example (None: not checked)
 
     def sort_key(self):
         """Culprit first: by :class:`Rank`, then by position along the path."""
@@ -55,6 +59,8 @@ class Finding:
         dtypes = ", ".join(t.dtype.name for t in op.outputs) or "nothing"
         message = message.splitlines()[0][:300] if message else "an error"
         file, line, code = frame
+        general = OP_HINTS.get(op.type, known.hint) if known.op_hint else known.hint
+        candidates = advise_all(op, general, code) if known.op_hint else [general]
         return cls(
             op_type=op.type,
             op_name=op.name,
@@ -62,7 +68,9 @@ class Finding:
             file=file,
             line=line,
             code=code,
-            hint=advise(op, OP_HINTS.get(op.type, known.hint), code) if known.op_hint else known.hint,
+            hint=candidates[0],
+            candidates=candidates,
+            fallback=general,
             detail=known.detail.format(op=op.type, dtypes=dtypes, message=message),
             cuts=list(cuts),
             order=order,
@@ -199,6 +207,23 @@ class GradientReport:
     description: str = ""
     disagreements: list = field(default_factory=list)
     layers_without_gradient: list = field(default_factory=list)
+    fixes_hidden: bool = False  # each fix kept back until asked (:meth:`fixes`), for an exercise
+
+    def hiding_fixes(self):
+        """This report with every fix kept back until you ask for it with :meth:`fixes`.
+
+        For an exercise (03's two hidden culprits, 05's part (b)): predict the fix from the op
+        and the line, write it, then compare.
+        """
+        return dataclasses.replace(self, fixes_hidden=True)
+
+    def fixes(self):
+        """Each finding's fix, numbered as in the table (the text a report hiding its fixes keeps back)."""
+        return "\n".join(f"{i}. {f.op_type} at {f.where}: {f.hint}" for i, f in enumerate(self.findings, 1))
+
+    def _shown(self, finding):
+        """``finding`` as the report shows it: its hint kept back if the fixes are hidden."""
+        return dataclasses.replace(finding, hint=FIX_HIDDEN) if self.fixes_hidden else finding
 
     @property
     def ok(self):
@@ -223,7 +248,7 @@ class GradientReport:
             lines.append(f"  {len(self.findings)} op(s) cut the gradient (culprit first):")
             lines += _text_table(("#", "op", "why", "where", "code", "cuts the gradient of"), self._rows(self.findings))
             lines.append(f"  Why: {self.findings[0].detail}")
-            lines.append(f"  How to fix the culprit: {self.findings[0].hint}")
+            lines.append(f"  How to fix the culprit: {self._shown(self.findings[0]).hint}")
         if self.layers_without_gradient:
             lines.append(f"  Layers whose variables get no gradient: {', '.join(self.layers_without_gradient)}")
         if self.notes:
@@ -248,7 +273,7 @@ class GradientReport:
         else:
             parts.append(_fill(_HTML_CUT, count=len(self.findings)))
             rows = zip(self._rows(self.findings), self.findings, strict=True)
-            parts += [_finding_html(i, row, finding) for i, (row, finding) in enumerate(rows)]
+            parts += [_finding_html(i, row, self._shown(finding)) for i, (row, finding) in enumerate(rows)]
             parts.append(_HTML_FINDINGS_END)
         if self.layers_without_gradient:
             parts.append(_fill(_HTML_DEAD_LAYERS, layers=", ".join(self.layers_without_gradient)))

@@ -307,6 +307,65 @@ def _one_hot_of_sample(op):
     return found[0] if found and re.fullmatch(r"\w+", found[0].args[0]) else None
 
 
+def cast_index_op(op, code, uses):
+    """A float cast to an integer that a one_hot takes as its index: the same whole numbers as a float, and a
+    straight-through one-hot of that float (the one-hot forward, a softmax of the distance to each class backward)."""
+    call = _int_cast(op, code)
+    one_hot = _downstream(op, lambda c: c.type == "OneHot")
+    if call is None or one_hot is None:
+        return None
+    found = [c for c in named(user_frame(one_hot.traceback)[2], {"one_hot"}) if c.args]
+    classes = found[0].argument(1, "num_classes") if found else None
+    if not classes or found[0].text in call.text or call.text in found[0].text:
+        return None
+    index, old = found[0].args[0], found[0].text
+    soft = f"ops.softmax(-ops.square(ops.expand_dims({index}, -1) - ops.arange({classes}, dtype='float32')))"
+    hard = f"ops.one_hot(ops.cast({index}, 'int32'), {classes})"
+    return REPLACE_TWO.format(
+        old=call.text,
+        new=f"workbook.SURROGATES['cast_int_ste']({call.args[0]})",
+        second_old=old,
+        second_new=f"{soft} + ops.stop_gradient({hard} - {soft})",
+        why=REWRITE_WHY["cast_index"],
+    )
+
+
+def whole_step_op(op, code, uses):
+    """A step (round, floor, a cast to an integer) cast to an integer and back to a float on your line: one
+    straight-through around the whole step, so that no cast inside it is left cutting."""
+    step = _int_cast(op, code) if op.type == "Cast" else _step_call(op, code)
+    back = _cast_back_around(code, step) if step is not None else None
+    if back is None:
+        return None
+    x = wrap(step.args[0])
+    return replace(back.text, f"{x} + ops.stop_gradient({back.text} - {x})", REWRITE_WHY["whole_step"])
+
+
+def _step_call(op, code):
+    """The last call on ``code`` of the step function that made ``op`` (round, floor, ...), or None."""
+    found = [call for call in named(code, STEP_NAMES.get(op.type, ())) if len(call.args) == 1]
+    return found[-1] if found else None
+
+
+def _cast_back_around(code, step):
+    """The cast to a float on ``code`` around a cast to an integer around ``step``, or None."""
+    casts = named(code, {"cast"})
+    inside = [c.text for c in _casts_to(casts, "int") if step.text in c.text]
+    back = [c for c in _casts_to(casts, "float") if any(text in c.text and text != c.text for text in inside)]
+    return back[0] if back else None
+
+
+def _casts_to(casts, kind):
+    """The calls of ``casts`` whose dtype names ``kind`` ("int", "float")."""
+    return [c for c in casts if kind in (c.argument(1, "dtype") or "")]
+
+
+#: Rewrites to try after the first, per op type, when the first does not pass on your example.
+ALTERNATIVES = {
+    "Cast": (cast_index_op, whole_step_op),
+    **dict.fromkeys(("Round", "Rint", "Floor", "Ceil"), (whole_step_op,)),
+}
+
 #: The rewrite for each op type; each returns a hint, or None when your line does not show the call.
 REWRITES = {
     "Round": step_op,

@@ -1,0 +1,117 @@
+"""The finder's advice is checked on your code before it is shown, and where the gradient dies is measured.
+
+The answers here come from a plain GradientTape on code written out by hand, not from the finder.
+The public cases of the measurement are in tests/finder_corpus.py (a where() never taken, a softmax
+of one value, a loop's trip count); these tests pin what the check does to the student's code.
+"""
+
+import re
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+import workbook
+
+Z = np.array([[0.1, 0.4, 0.7, 1.0, 1.6]], dtype="float32")
+
+
+def look_up(code, z):
+    value = ops.matmul(code, ops.tile(ops.reshape(ops.linspace(0.0, 1.0, 4), (1, 4, 1)), (ops.shape(code)[0], 1, 1)))
+    return ops.reshape(ops.sum(value, axis=-1), ops.shape(z))
+
+
+def quantize(z):
+    flat = ops.reshape(z, (ops.shape(z)[0], -1, 1))
+    level = ops.cast(ops.clip(flat * 3.0, 0.0, 3.0), "int32")
+    code = ops.one_hot(level[..., 0], 4)
+    return look_up(code, z)
+
+
+def quantize_cast_ste(z):
+    """The cast's first rewrite alone, written out by hand: the level stays an index for one_hot."""
+    flat = ops.reshape(z, (ops.shape(z)[0], -1, 1))
+    level = workbook.SURROGATES["cast_int_ste"](ops.clip(flat * 3.0, 0.0, 3.0))
+    code = ops.one_hot(level[..., 0], 4)
+    return look_up(code, z)
+
+
+def gradient_of(function, z):
+    z = tf.constant(z)
+    with tf.GradientTape() as tape:
+        tape.watch(z)
+        value = ops.sum(function(z))
+    return tape.gradient(value, z)
+
+
+def test_a_fix_that_leaves_the_gradient_cut_is_not_shown_and_the_next_one_is():
+    assert gradient_of(quantize_cast_ste, Z) is None  # the first rewrite alone fixes nothing
+    culprit = workbook.find_gradient_breaks(quantize, Z).culprit
+    first = culprit.candidates[0]
+    assert "cast_int_ste" in first and "one_hot" not in first.split(":")[0]
+    assert culprit.checked is True
+    assert culprit.hint.startswith(culprit.candidates[1])
+    assert "Checked on your example: the gradient now reaches z (input)" in culprit.hint
+    assert "replace `ops.one_hot(level[..., 0], 4)` with" in culprit.hint
+
+
+def test_the_checked_fix_pasted_as_printed_trains_and_keeps_every_value():
+    culprit = workbook.find_gradient_breaks(quantize, Z).culprit
+    assert culprit.hint.startswith("Replace `")
+    namespace = {"ops": ops, "workbook": workbook, "look_up": look_up}
+    source = (
+        "def fixed(z):\n"
+        "    flat = ops.reshape(z, (ops.shape(z)[0], -1, 1))\n"
+        '    level = ops.cast(ops.clip(flat * 3.0, 0.0, 3.0), "int32")\n'
+        "    code = ops.one_hot(level[..., 0], 4)\n"
+        "    return look_up(code, z)\n"
+    )
+    for old, new in re.findall(r"[Rr]eplace `([^`]+)` with `([^`]+)`", culprit.hint.split(": ")[0]):
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    exec(source, namespace)
+    gradient = gradient_of(namespace["fixed"], Z)
+    assert gradient is not None and np.any(gradient.numpy())
+    np.testing.assert_allclose(ops.convert_to_numpy(namespace["fixed"](Z)), ops.convert_to_numpy(quantize(Z)))
+
+
+def test_the_check_leaves_your_function_and_its_module_as_they_were():
+    code, names = quantize.__code__, set(globals())
+    workbook.find_gradient_breaks(quantize, Z)
+    assert quantize.__code__ is code
+    assert set(globals()) == names  # no name a fix uses (tf, np, keras) was left behind
+
+
+def test_a_report_keeps_its_fixes_back_until_asked():
+    report = workbook.find_gradient_breaks(quantize, Z)
+    hidden = report.hiding_fixes()
+    assert report.culprit.hint not in str(hidden) and report.culprit.hint not in hidden._repr_html_()
+    assert "predict the fix" in str(hidden)
+    assert report.culprit.hint in hidden.fixes()
+    assert report.culprit.hint in str(report)  # the report itself is unchanged
+
+
+def test_a_layer_whose_weight_gets_exactly_zero_is_never_ok():
+    """A ReLU that is off on every row: the graph passes a gradient, the tape measures 0, the report says where."""
+    keras.utils.set_random_seed(0)
+    layer = keras.layers.Dense(3, activation="relu", kernel_initializer="ones", bias_initializer="zeros")
+    rows = -np.abs(np.random.default_rng(0).normal(size=(4, 2))).astype("float32")  # all negative: every ReLU off
+    with tf.GradientTape() as tape:
+        value = ops.sum(layer(rows))
+    assert not np.any(tape.gradient(value, layer.kernel.value).numpy())
+    report = workbook.find_gradient_breaks(layer, rows)
+    assert not report.ok
+    assert report.culprit.op_type == "Relu" and report.culprit.reason == "measured_zero", str(report)
+
+
+def noisy_quantize(z):
+    print("quantizing")  # what the student's code prints
+    return quantize(z)
+
+
+def test_the_extra_runs_print_nothing_of_your_code(capsys):
+    """The measurement and the check run the code again: what it prints then is not shown a second time."""
+    report = workbook.find_gradient_breaks(noisy_quantize, Z)
+    assert report.culprit.checked is not None  # the check ran (and ran the code again)
+    assert capsys.readouterr().out.count("quantizing") == 1  # the one trace of the report, as before the check

@@ -1,0 +1,337 @@
+"""Advice checked before it is shown: each candidate fix applied to your own code, and measured.
+
+Introduced in 03_finding_gradient_killers.ipynb (the section "The fix, checked on your example").
+A hint of the form "Replace `OLD` with `NEW`" (:mod:`workbook.finder.rewrites`) is applied
+the way you would apply it: in the function whose line made the culprit, OLD becomes NEW.
+The target then runs once more, eagerly, on your example, under a ``GradientTape``, and the
+candidate passes when the gradient now reaches every input and weight that the culprit
+starved, and the output stays what it was. The first candidate that passes is shown, with
+"Checked on your example: ..."; one that fails is never shown as the fix. Failing that, one that
+gets the gradient past this line while a later row still cuts it, or one that passes it while
+moving the output (an interpolation, another random draw), is shown saying so. The function
+is put back as it was afterwards, also when the check fails.
+"""
+
+import contextlib
+import gc
+import inspect
+import re
+import textwrap
+import types
+
+import numpy as np
+
+from workbook.core.internals import kept_random_state
+from workbook.finder.hints import CHECKED
+from workbook.finder.reach import tf_variable
+
+REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
+#: How far the output may move and still be "unchanged": relative to its largest value, float32 round-off.
+TOLERANCE = 1e-4
+
+
+def check_culprit(report, followed):
+    """Choose the culprit's hint among its candidates by applying each to your code; mark the one shown.
+
+    ``followed`` is the :class:`~workbook.finder.targets.Target` the report was made on. A
+    culprit with no candidate that can be applied keeps its hint as it is.
+    """
+    culprit = report.culprit
+    starving = _starving(report, culprit)
+    if not starving or not culprit.file:
+        return
+    names = ", ".join(report.sources[i].label for i in starving)
+    check = _Check(followed, culprit, starving, alone=len(report.findings) == 1)
+    chosen, tried = check.choose(culprit.candidates, names)
+    if chosen is not None:
+        culprit.hint, culprit.checked = chosen, True
+    elif tried:
+        culprit.hint = CHECKED["none_passed"].format(tried="; ".join(tried), hint=culprit.fallback)
+        culprit.checked = False
+
+
+def _partly(reached, change, names):
+    """What the check says of a fix that gets past this line only, or that moves the output."""
+    if reached == "past":
+        return CHECKED["past"]
+    return CHECKED["changed"].format(names=names, change=f"{change:.3g}")
+
+
+def _starving(report, culprit):
+    """The indices of the float sources ``culprit`` cuts that the tape measured no gradient for ([] if none).
+
+    None either when the culprit's line does not run again with the target: the line that made a
+    layer (``culprit.layer``), or a tensor built once in build() (a disconnected weight).
+    """
+    if culprit is None or culprit.layer or culprit.reason == "disconnected":
+        return []
+    return [
+        index
+        for index, status in enumerate(report.sources)
+        if status.owner in culprit.cuts and status.measured != "flowing" and status.static != "not a float"
+    ]
+
+
+class _Check:
+    """Applies candidate fixes to the code of one culprit, against one run of the code as it is."""
+
+    def __init__(self, followed, culprit, starving, alone):
+        self.followed, self.culprit, self.starving, self.alone = followed, culprit, starving, alone
+        self._baseline = self._functions = None
+
+    def choose(self, hints, names):
+        """(the first of ``hints`` that passes, with what the check found; or None) and what failed, in words.
+
+        A fix that brings the gradient to every starving source with the output unchanged wins. Else
+        the first that gets it past this line (a later row cuts it too), or that passes it while
+        computing something a little different (an interpolation, another draw), saying so.
+        """
+        tried, fallback = [], None
+        for hint, pairs, (reached, change) in self.verdicts(hints):
+            if reached == "passed" and change <= TOLERANCE:
+                return hint + CHECKED["passed"].format(names=names), tried
+            if reached == "cut" or (reached == "past" and change > TOLERANCE):
+                tried.append(CHECKED["cut" if reached == "cut" else "output"].format(fix=pairs[0][1]))
+            elif fallback is None:
+                fallback = hint + _partly(reached, change, names)
+        return fallback, tried
+
+    def verdicts(self, hints):
+        """(hint, its replacements, its verdict) for each of ``hints`` that can be applied, in order, lazily."""
+        for hint in hints:
+            pairs = _replacements(hint)
+            verdict = self.verdict(pairs) if pairs else None
+            if verdict:
+                yield hint, pairs, verdict
+
+    def verdict(self, pairs):
+        """What :func:`_try` says of ``pairs``, or None if they cannot be applied (or the code fails as it is)."""
+        if self._baseline is None:
+            self._functions = _functions_at(self.culprit.file, self.culprit.line)
+            self._baseline = bool(self._functions) and (_run(self.followed) or False)
+        if not self._baseline:
+            return None
+        return _try(self.followed, self.culprit, pairs, (self._baseline, self._functions), self.starving, self.alone)
+
+
+def _replacements(hint):
+    """[(old, new), ...] of a hint that starts "Replace `OLD` with `NEW`" (", and replace ..."), else []."""
+    pairs, end = [], 0
+    for match in REPLACE.finditer(hint):
+        if hint[end : match.start()] != ("" if not pairs else ", and "):
+            break
+        pairs.append((match.group(1), match.group(2)))
+        end = match.end()
+    return pairs
+
+
+def _try(followed, culprit, pairs, before, starving, alone):
+    """(verdict, how far the output moved: :func:`_change`) with ``pairs`` applied, or None if they cannot be.
+
+    ``before`` is (the run of the code as it is, the functions that hold the culprit's line). The
+    verdict is "passed" (the gradient reaches every starving source), "past" (it gets past the
+    culprit's line, and a later row cuts it: ``alone`` is False), or "cut".
+    """
+    baseline, functions = before
+    codes = [_edited_code(function, pairs) for function in functions]
+    if not functions or None in codes:
+        return None
+    with contextlib.ExitStack() as stack:
+        for function, code in zip(functions, codes, strict=True):
+            stack.enter_context(_swapped(function, code))
+        after = _run(followed)
+        if after is None:
+            return None
+        outputs, flows = after
+        verdict = _verdict(followed, culprit, [i for i in starving if not flows[i]], alone)
+    return verdict, _change(baseline[0], outputs)
+
+
+def _verdict(followed, culprit, still, alone):
+    """ "passed" if no source is ``still`` starving; "past" if the gradient gets past the culprit's line; else "cut"."""
+    if not still:
+        return "passed"
+    if not alone and not _still_dies_at(followed, culprit, still):
+        return "past"
+    return "cut"
+
+
+def _still_dies_at(followed, culprit, starving):
+    """Whether the measured gradient of ``starving`` still dies at an op like the culprit, on its line."""
+    from workbook.finder.frames import user_frame
+    from workbook.finder.measured_cut import measured_cuts
+
+    cuts = measured_cuts(followed, starving, lambda concrete, arguments: concrete(*arguments))
+    place = (culprit.file, culprit.line)
+    return not cuts or any(c.op.type == culprit.op_type and user_frame(c.op.traceback)[:2] == place for c in cuts)
+
+
+def _functions_at(file, line):
+    """The Python functions (closures too) made from the innermost code of ``file`` that holds ``line``.
+
+    The code is looked up from the module of ``file`` (or ``__main__``, for a notebook cell), inside
+    its functions and classes; the functions made from it are the objects that refer to that code.
+    """
+    codes = [code for code in _codes_of(file) if _holds(code, file, line)]
+    if not codes:
+        return []
+    code = max(codes, key=lambda c: c.co_firstlineno)
+    return [f for f in gc.get_referrers(code) if isinstance(f, types.FunctionType) and f.__code__ is code]
+
+
+def _codes_of(file):
+    """Every code object compiled from ``file`` that its module's (or ``__main__``'s) names lead to."""
+    import sys
+
+    modules = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == file]
+    modules += [sys.modules["__main__"]] if "__main__" in sys.modules else []
+    names = {module.__name__ for module in modules}
+    stack, seen, codes = [vars(module) for module in modules], set(), []
+    while stack:
+        item = stack.pop()
+        if id(item) not in seen:
+            seen.add(id(item))
+            if isinstance(item, types.CodeType) and item.co_filename == file:
+                codes.append(item)
+            stack.extend(_inside(item, names))
+    return codes
+
+
+def _inside(item, names):
+    """What may hold code inside ``item``: a namespace's values, a class's, a function's code, a code's constants."""
+    if isinstance(item, dict):
+        return list(item.values())
+    if isinstance(item, type):
+        return [dict(vars(item))] if getattr(item, "__module__", None) in names else []
+    if isinstance(item, types.CodeType):
+        return [c for c in item.co_consts if isinstance(c, types.CodeType)]
+    if isinstance(item, types.FunctionType):
+        return [item.__code__]
+    return _wrapped(item)
+
+
+def _wrapped(item):
+    """[the Python function inside ``item``] for a method or a tf.function, else []."""
+    try:  # any other object may answer getattr in its own way
+        inner = getattr(item, "__func__", None) or getattr(item, "python_function", None)
+    except Exception:
+        return []
+    return [inner] if isinstance(inner, types.FunctionType) else []
+
+
+def _holds(code, file, line):
+    """Whether the code object ``code`` was compiled from ``file`` and spans ``line``."""
+    if code.co_filename != file or code.co_firstlineno > line:
+        return False
+    return line <= max((number for _, _, number in code.co_lines() if number is not None), default=0)
+
+
+def _edited_code(function, pairs):
+    """The code of ``function`` with each OLD of ``pairs`` replaced by its NEW; None if an OLD is not once in it."""
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        return None
+    for old, new in pairs:
+        if source.count(old) != 1:
+            return None
+        source = source.replace(old, new)
+    code = function.__code__
+    free = code.co_freevars
+    if free == ("__class__",):  # a method that calls super(): compiled inside a class, as it was written
+        wrapper, indent = "class _Fixed:\n", "    "
+    elif free:
+        wrapper = "def _fixed():\n" + "".join(f"    {name} = None\n" for name in free)
+        indent = "    "
+    else:
+        wrapper, indent = "", ""
+    body = textwrap.indent(source, indent)
+    padding = "\n" * max(code.co_firstlineno - 1 - wrapper.count("\n"), 0)
+    try:
+        module = compile(padding + wrapper + body, code.co_filename, "exec")
+    except SyntaxError:
+        return None
+    found = _code_named(module, code.co_name)
+    return found if found is not None and found.co_freevars == free else None
+
+
+def _code_named(code, name):
+    """The code object called ``name`` among the constants of ``code``, searched depth first."""
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            if constant.co_name == name:
+                return constant
+            found = _code_named(constant, name)
+            if found is not None:
+                return found
+    return None
+
+
+@contextlib.contextmanager
+def _swapped(function, code):
+    """``function`` runs ``code`` inside the ``with``; the names a fix uses are there; all put back after."""
+    import keras
+    import tensorflow as tf
+
+    import workbook
+
+    names = {"workbook": workbook, "keras": keras, "ops": keras.ops, "tf": tf, "np": np}  # what a hint's code uses
+    added = [name for name in names if name not in function.__globals__]
+    original = function.__code__
+    try:
+        function.__globals__.update({name: names[name] for name in added})
+        function.__code__ = code
+        yield
+    finally:
+        function.__code__ = original
+        for name in added:
+            function.__globals__.pop(name, None)
+
+
+def _run(followed):
+    """(float outputs as arrays, per source whether its gradient has an entry that is not 0); None if it fails."""
+    import tensorflow as tf
+
+    eager = tf.config.functions_run_eagerly()
+    try:
+        # Eagerly, so that a tf.function of yours runs the fixed code, not its old trace.
+        tf.config.run_functions_eagerly(True)
+        outputs, gradients = _outputs_and_gradients(followed)
+    except Exception:  # the fix does not run on this code: it is not the fix
+        return None
+    finally:
+        tf.config.run_functions_eagerly(eager)
+    values = [np.asarray(t) for t in tf.nest.flatten(outputs) if tf.is_tensor(t) and t.dtype.is_floating]
+    flows = [g is not None and bool(tf.reduce_any(tf.convert_to_tensor(g) != 0)) for g in gradients]
+    return values, flows
+
+
+def _outputs_and_gradients(followed):
+    """The outputs of one run of ``followed`` on its example, and the gradient of their sum for each source."""
+    import tensorflow as tf
+
+    from workbook.finder.measured_cut import sum_of_float_outputs
+
+    inputs = [tensor for _, tensor in followed.inputs]
+    variables = [tf_variable(v) for v in followed.variables]
+    with kept_random_state(), tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch([t for t in inputs if t.dtype.is_floating] + variables)
+        outputs = followed.call(*followed.arguments)
+        scalar = sum_of_float_outputs(outputs)
+    try:
+        gradients = tape.gradient(scalar, inputs + variables, unconnected_gradients=tf.UnconnectedGradients.NONE)
+    except (LookupError, tf.errors.OpError):  # an op with no gradient registered is still on the way: none arrives
+        gradients = [None] * len(inputs + variables)
+    return outputs, gradients
+
+
+def _change(before, after):
+    """How far the outputs moved: the largest difference relative to the largest value (at least 1); inf if reshaped."""
+    if len(before) != len(after) or any(old.shape != new.shape for old, new in zip(before, after, strict=True)):
+        return float("inf")
+    change = 0.0
+    for old, new in zip(before, after, strict=True):
+        if old.size:
+            scale = max(float(np.max(np.abs(old))), 1.0)
+            change = max(change, float(np.max(np.abs(old.astype("float64") - new))) / scale)
+    return change
