@@ -1935,6 +1935,47 @@ def test_an_honest_kernel_sees_the_same_box_with_or_without_its_quota():
     assert outputs[0] == outputs[1] and outputs[0][0] == 0, outputs
 
 
+PER_USER_LIMITS = """import os, subprocess
+children = []
+try:
+    for _ in range(200):
+        children.append(subprocess.Popen(["sleep", "30"]))
+    print("started", len(children))
+except OSError as error:
+    print("stopped at", len(children), type(error).__name__)
+for child in children:
+    child.kill()
+try:
+    hog = bytearray(2 * 2**30)
+    print("held 2 GiB")
+except MemoryError:
+    print("MemoryError")
+print("uid", os.getuid())
+"""
+
+
+def test_each_box_is_a_user_of_its_own_whose_tasks_and_memory_are_bounded_without_control_groups():
+    from workbook.course.sandbox import Box, sandbox_command, sandbox_problem
+
+    if sandbox_problem():
+        pytest.skip(sandbox_problem())
+    if os.geteuid() != 0:
+        pytest.skip("a grader gives each box a user of its own only when it runs as root")
+    boxes = [Box(), Box()]
+    try:
+        assert boxes[0].uid != boxes[1].uid and 0 not in (boxes[0].uid, boxes[1].uid)
+        boxes[0].rlimits = (64, 2**30)  # as Box.limit sets them where the machine gives no control groups
+        command = sandbox_command(boxes[0], [sys.executable, "-c", PER_USER_LIMITS])
+        command[command.index('exec "$@" >/dev/null 2>&1')] = 'exec "$@"'  # keep its output, for the test
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    finally:
+        for box in boxes:
+            box.remove()
+    started, memory, uid = result.stdout.splitlines()
+    assert started.startswith("stopped at") and int(started.split()[2]) < 64, result.stdout
+    assert memory == "MemoryError" and uid == f"uid {boxes[0].uid}", result.stdout
+
+
 def test_limits_a_kernel_could_not_be_graded_under_are_refused_by_name():
     pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
     from workbook.course.autograde import GuardedExecute

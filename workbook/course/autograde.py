@@ -109,7 +109,10 @@ class GuardedExecute(Execute):
             refuse(f"c.GuardedExecute.{proposal['trait'].name}", proposal["value"], allowed)
         return proposal["value"]
 
-    sandbox_user = Unicode("nobody", help="The user a kernel runs as when the grader runs as root.").tag(config=True)
+    sandbox_user = Unicode(
+        "",
+        help="The user a kernel runs as when the grader runs as root; empty: a user id of its own for each box.",
+    ).tag(config=True)
     hidden_folders = List(
         Unicode(),
         help="Folders the kernel must not see, besides the course, the exchange, the grader's home and /tmp.",

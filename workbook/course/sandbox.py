@@ -16,16 +16,19 @@ runs under bubblewrap (``bwrap``, Debian's ``bubblewrap``) in namespaces of its 
 - **processes**: a PID namespace of its own, so that every process it starts (``setsid``
   or not) is killed with it, when the grader stops its kernel or the grader itself dies;
 - **network**: none (the kernel talks to the grader through Unix sockets in its box);
-- **user**: run by root, the kernel runs as an unprivileged user on the host (``nobody``
-  unless configured), never as root, wherever this Python lives (:func:`_users`), so it
-  cannot read or write what that user cannot, even outside the sandbox's view;
+- **user**: run by root, the kernel runs as an unprivileged host user of its box's own (a user
+  id no account has, unless one is configured), never as root, wherever this Python lives
+  (:func:`_users`), so it cannot read or write what that user cannot, even outside the
+  sandbox's view;
 - **the box's top** is the grader's, read-only in the sandbox: the kernel writes only its
   working folder, its home and its kernel folder, and cannot put a link in their place;
 - **limits**: where the grader may make control groups (root with cgroup v1's ``pids`` and
   ``memory``), each box gets one of its own, below the grader's own, that bounds
   its tasks (processes and threads) and its memory, temporary folders included, so that a
-  flood or a hog stays in its box (:meth:`Box.limit`). Elsewhere nothing but the
-  container's limits bounds them, and :meth:`Box.limit` says so.
+  flood or a hog stays in its box (:meth:`Box.limit`). Elsewhere, run by root, the box's own
+  user's tasks (``RLIMIT_NPROC``) and each of its processes' memory (``RLIMIT_AS``) are
+  bounded instead; run by another user, nothing but the container's limits bound them, and
+  :meth:`Box.limit` says so.
 """
 
 import contextlib
@@ -74,6 +77,8 @@ MAX_MEMORY_BYTES = 4 * 2**30
 MAX_DISK_BYTES = 512 * 2**20
 #: ... and files (and folders): far more than the assignment writes.
 MAX_FILES = 100_000
+#: Where the user ids the grader gives its boxes begin (run as root): far above any account's.
+FIRST_BOX_UID = 2_000_000_000
 #: How long :meth:`Box.remove` waits for the box's last processes to end on their own before it
 #: kills them (seconds): a kernel told to shut down takes a moment to go.
 GRACE_SECONDS = 10.0
@@ -97,7 +102,7 @@ class Box:
     before it kills them.
     """
 
-    def __init__(self, user="nobody", grace_seconds=GRACE_SECONDS):
+    def __init__(self, user="", grace_seconds=GRACE_SECONDS):
         if not is_number(grace_seconds, low=0, high=3600):
             refuse("grace_seconds", grace_seconds, "a number of seconds from 0 to 3600, e.g. grace_seconds=10", "Box")
         self.grace_seconds = float(grace_seconds)
@@ -111,10 +116,12 @@ class Box:
         # this Python (under root's home, say), bwrap mounts it as root and the kernel becomes the
         # user inside the sandbox, before anything of it runs (``drops_inside``).
         self.drops_inside = False
-        if os.geteuid() == 0:
-            entry = pwd.getpwnam(user)
-            self.uid, self.gid = entry.pw_uid, entry.pw_gid
-            self.drops_inside = not _can_run_python_as(user)
+        self.rlimits = None  # (tasks, bytes of memory per process) where the box has no control groups
+        if os.geteuid() == 0:  # a user of its own for each box, unless one is named
+            entry = pwd.getpwnam(user) if user else None
+            self.uid, self.gid = (entry.pw_uid, entry.pw_gid) if entry else (_fresh_uid(),) * 2
+            # whether that user can start this Python: as for any user who is not its owner
+            self.drops_inside = not _can_run_python_as(user or "nobody")
         self._make_folders()
 
     def _make_folders(self):
@@ -165,6 +172,13 @@ class Box:
         """
         name = f"workbook-box-{secrets.token_hex(6)}"
         settings = _cgroup_settings(tasks, memory_bytes)
+        if isinstance(settings, str) and self.uid is not None:
+            # The box's user is its own: per-user limits bound this box alone (RLIMIT_NPROC counts
+            # its user's tasks; RLIMIT_AS each process's memory, not the box's together).
+            self.rlimits = (tasks, memory_bytes)
+            return (
+                f"{settings}; its user's tasks and each process's memory are bounded instead (RLIMIT_NPROC, RLIMIT_AS)"
+            )
         if isinstance(settings, str):
             return settings
         try:
@@ -275,6 +289,16 @@ def _own_cgroup_v1(controller):
     return "/"
 
 
+def _fresh_uid():
+    """A user id no account has, for one box: its processes and files are its own alone."""
+    while True:
+        uid = FIRST_BOX_UID + secrets.randbelow(2**26)
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+
+
 @functools.cache
 def _can_run_python_as(user):
     """True if ``user`` can start this Python (not so when it lives in a folder only root reads).
@@ -301,6 +325,8 @@ def sandbox_command(box, command, hidden=(), user_env=None):
         joining = 'n=$1; shift; while [ $n -gt 0 ]; do echo $$ >"$1/cgroup.procs" || exit 125; shift; n=$((n-1)); done'
         prefix = ["sh", "-c", f'{joining}; exec "$@"', "sh", str(len(box.cgroups)), *map(str, box.cgroups)]
     before, inside, namespaces = _users(box)
+    if box.rlimits:  # set as the grader, inherited by every process of the box
+        before = ["prlimit", f"--nproc={box.rlimits[0]}", f"--as={box.rlimits[1]}", "--", *before]
     arguments = [*prefix, *before, "bwrap", *_visible(), "--dev", "/dev", "--proc", "/proc"]
     for folder in sorted(TMPFS_BYTES):  # the box's own small temporary folders, any user's to write
         mode = "0755" if folder == "/run" else "1777"
@@ -400,6 +426,8 @@ def _sandbox_env(box, user_env):
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
         "LANG": "C.UTF-8",
         "MPLBACKEND": "agg",
+        "USER": "student",  # the box's user may have no account: getpass.getuser() reads these first
+        "LOGNAME": "student",
         # nbgrader's own sign that a notebook is being graded (or validated)
         **({"NBGRADER_EXECUTION": os.environ["NBGRADER_EXECUTION"]} if "NBGRADER_EXECUTION" in os.environ else {}),
         **(user_env or {}),
