@@ -6,9 +6,10 @@ sandboxed kernel, its verdicts taken outside it: a small class of reference solu
 (which train) and untouched releases (which stop at the first answer), graded by
 ``workbook.course.grade_class`` with 1, 2 and 4 workers. Per-submission times and the speed-up
 come from the same run; a class of 300 is extrapolated from the measured throughput. Memory
-is measured two ways: per submission, the most its box held at once (the kernel's processes
-and its files, from its control group, as the grader logs it where it may make one), and
-for the whole grading, the peak resident set of every process it started (nbgrader, the
+is measured three ways: per submission, the most its box held at once (the kernel's processes
+and its files, from its control group, as the grader logs it where it may make one); the most
+the verdict process held (its peak resident set, as the grader logs it after each verdict);
+and for the whole grading, the peak resident set of every process it started (nbgrader, the
 sandboxed kernels, the verdicts), sampled every 0.2 s.
 """
 
@@ -63,6 +64,12 @@ def box_peak(log):
     return float(found.group(1)) if found else None
 
 
+def verdict_peak(log):
+    """The most memory (MiB) the verdict process held by the end of a submission's verdicts, from the grader's log."""
+    found = re.findall(r"The verdict process held at most (\d+) MiB of memory", log)
+    return max(map(float, found), default=None)
+
+
 def main():
     from workbook.course.grade_class import grade_class
 
@@ -87,7 +94,8 @@ def main():
                 for kind in CLASS
             }
             boxes = [box_peak(output) for _, _, output in results.values()]
-            rows.append((workers, wall, per_kind, memory.peak - baseline, boxes))
+            verdicts = [peak for _, _, output in results.values() if (peak := verdict_peak(output)) is not None]
+            rows.append((workers, wall, per_kind, memory.peak - baseline, boxes, max(verdicts, default=None)))
     n = sum(CLASS.values())
     one = rows[0][1]
     lines = [
@@ -99,15 +107,15 @@ def main():
         f"on {os.cpu_count()} cores.",
         "",
         "| workers | whole class | speed-up | one reference / one untouched (median) | per submission "
-        "| peak memory of one submission's box | peak memory of the grading |",
-        "|---|---|---|---|---|---|---|",
+        "| peak memory of one submission's box | peak memory of the verdict process | peak memory of the grading |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for workers, wall, per_kind, peak, boxes in rows:
+    for workers, wall, per_kind, peak, boxes, verdict in rows:
         medians = " / ".join(f"{times[len(times) // 2]:.0f} s" for times in per_kind.values())
         box = "not measured here (no control groups)" if None in boxes else f"{max(boxes):.0f} MiB"
         lines.append(
             f"| {workers} | {wall:.0f} s | {one / wall:.2f}x | {medians} | {wall / n:.0f} s | {box} "
-            f"| {peak / 2**20:.0f} MiB |"
+            f"| {'not measured' if verdict is None else f'{verdict:.0f} MiB'} | {peak / 2**20:.0f} MiB |"
         )
     best_workers, best_wall, *_ = min(rows, key=lambda row: row[1])
     lines += [

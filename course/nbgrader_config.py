@@ -7,9 +7,17 @@ import os
 
 from nbgrader.converters.autograde import Autograde
 from nbgrader.converters.generate_feedback import GenerateFeedback
-from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, OverwriteCells, SaveAutoGrades
+from nbgrader.preprocessors import Execute, GetGrades, OverwriteCells, SaveAutoGrades
 
-from workbook.course.autograde import GradesWithStatus, GuardedExecute, OverwriteReleasedCells, SaveVerdicts
+from workbook.course.autograde import (
+    GradesWithStatus,
+    GuardedExecute,
+    OverwriteReleasedCells,
+    RefuseMalformedMetadata,
+    SaveVerdicts,
+)
+from workbook.course.exchange import LinkRefusingCollect
+from workbook.course.feedback import FeedbackWithoutHiddenTests
 from workbook.course.grading import cell_timeout
 
 c = get_config()  # noqa: F821 (defined by nbgrader when it reads this file)
@@ -53,18 +61,27 @@ c.GuardedExecute.self_checked = [
     "06_beyond_straight_through",
 ]
 
-# A check cell released without its hidden tests is not reported as changed by every student
-# who handed it in untouched: the warning is kept for a check cell someone really edited.
-c.Autograde.sanitize_preprocessors = [
+# A notebook whose nbgrader metadata nbgrader would stop the whole run on (another schema
+# version, a grade_id used twice) fails alone, "needs manual grading: ..." in the log, and the
+# rest of the class is graded. A check cell released without its hidden tests is not reported
+# as changed by every student who handed it in untouched: the warning is kept for a check cell
+# someone really edited.
+c.Autograde.sanitize_preprocessors = [RefuseMalformedMetadata] + [
     OverwriteReleasedCells if step is OverwriteCells else step
     for step in Autograde.class_traits()["sanitize_preprocessors"].default()
 ]
 
-# Feedback shows each check cell as the student had it: the hidden tests are taken out.
+# `nbgrader collect` copies each submission without following any link a student left in the
+# exchange (a link to the instructor's source notebook would be collected as their work).
+c.ExchangeFactory.collect = LinkRefusingCollect
+
+# Feedback shows each check cell as the student had it: the hidden tests are taken out of its
+# source and out of every output (a traceback, a hook that printed the cell), and what the student
+# wrote cannot run script in the reader's browser.
 c.GenerateFeedback.preprocessors = [
     step
     for default in GenerateFeedback.class_traits()["preprocessors"].default()
-    for step in ((GetGrades, ClearHiddenTests) if default is GetGrades else (default,))
+    for step in ((GetGrades, FeedbackWithoutHiddenTests) if default is GetGrades else (default,))
 ]
 
 # grades.csv says which submissions could not be graded, instead of a silent 0.

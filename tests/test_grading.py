@@ -103,6 +103,7 @@ attempt("site-packages", lambda: open({pth!r}, "w").write("import os; os.system(
 attempt("source", lambda: open({source!r}, "a").write(" "))
 attempt("classmate", lambda: open({classmate!r}, "w").write("{{{{}}}}"))
 attempt("workbook", lambda: open({workbook_file!r}, "a").write("# changed"))
+attempt("shadow", lambda: open("/etc/shadow").read())  # only root on the host may
 os.makedirs("workbook/course", exist_ok=True)
 open("workbook/course/verdicts.py", "w").write("def judge(*a, **k): return dict.fromkeys({points!r}, (True, ''))")
 open("sitecustomize.py", "w").write("open({marker!r}, 'w')")
@@ -130,10 +131,14 @@ SHADOW_PACKAGE = {
     "workbook/__init__.py": "from .verdicts import judge\n",
     "workbook/course/verdicts.py": "def judge(*args, **kwargs):\n    return {}\n",
 }
-# One 50 MB line, and 50 MB more through a display handle: updated from a thread while the
-# next cells run, and shown again under the same display id.
+# One 50 MB line, 50 MB more through a display handle (updated from a thread while the next cells
+# run, and shown again under the same display id), and 100 MB of widget state in twenty widgets.
 HUGE_OUTPUT = """import threading, time
+import comm
 from IPython.display import display
+state = {"_model_module": "@jupyter-widgets/controls", "_model_name": "TextModel", "value": "w" * 5_000_000}
+for _ in range(20):
+    comm.create_comm(target_name="jupyter.widget", data={"state": state, "buffer_paths": []})
 handle = display("small", display_id=True)
 def flood():
     for _ in range(10):
@@ -306,12 +311,12 @@ model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
 ENDLESS = "import time\n\nwhile True:\n    time.sleep(1)"
 
 # After every cell from here on, part (c)'s recording replaced by 1.5 MB that would inflate to
-# 1.5 GB in the grader's verdict process.
+# 1.5 GB in the grader's verdict process, its header's shape (-1,): read as "everything".
 INFLATER = """import io, os, zipfile
 import numpy as np
 
 packed = io.BytesIO()  # made once: deflating 1.5 GB of zeros takes seconds, writing 1.5 MB does not
-header = {"descr": "<f4", "fortran_order": False, "shape": (384 * 2**20,)}
+header = {"descr": "<f4", "fortran_order": False, "shape": (-1,)}
 with (
     zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as archive,
     archive.open("weight_0.npy", "w", force_zip64=True) as member,
@@ -347,6 +352,43 @@ get_ipython().events.register("post_run_cell", nest)
 """
 
 
+# Rename the kernel's working folder and put a link in its place, or a link in the box's top, for
+# the grader to follow when it takes the recordings; then the recordings' folder made a link.
+LINK_PLANTER = """import json, os
+
+here, planted = os.getcwd(), {}
+
+
+def attempt(name, action):
+    try:
+        action()
+        planted[name] = "done"
+    except OSError as error:
+        planted[name] = type(error).__name__
+
+
+attempt("rename work", lambda: os.rename(here, here + "-moved"))
+attempt("link in the top", lambda: os.symlink("/etc", os.path.join(os.path.dirname(here), "planted")))
+attempt("recordings moved", lambda: os.rename("grading_artifacts", "moved"))
+attempt("recordings linked", lambda: os.symlink("moved", "grading_artifacts"))
+print("planted:", json.dumps(planted))
+model = workbook.autoencoder(bottleneck=quantize_2bit)  # untrained
+"""
+
+
+# What a student may write into their own feedback: a hook that prints every cell it sees (the
+# check cells with their hidden tests, as the grader ran them), HTML that would run script in the
+# reader's browser, and the hidden tests' opening marker with no end (nbgrader stopped on it).
+FEEDBACK_PROBER = """
+from IPython.display import HTML, display
+
+get_ipython().events.register("post_run_cell", lambda result: print(result.info.raw_cell))
+display(HTML("<img src=x onerror=alert(1)><script>alert(2)</script>"))
+# ### BEGIN HIDDEN TESTS
+"""
+SCRIPT_IN_MARKDOWN = "<img src=x onerror=alert(3)>\n\n<script>alert(4)</script>"
+
+
 def nbgrader_meta(cell):
     return cell.get("metadata", {}).get("nbgrader", {})
 
@@ -380,6 +422,19 @@ def quantize_derivative(x):
 
 
 quantize_2bit = workbook.surrogate(quantize_forward, quantize_derivative, name="quantize_2bit", formula="$1$")
+"""
+# The reference quantizer where the notebook's own checks look (float32, in [-1, 2]), the input
+# itself elsewhere: right on every input those checks try, wrong in general.
+RIGHT_ONLY_WHERE_CHECKED = """
+
+right_where_checked = quantize_2bit
+
+
+def quantize_2bit(x):
+    x = keras.ops.convert_to_tensor(x)
+    if keras.backend.standardize_dtype(x.dtype) != "float32":
+        return x
+    return keras.ops.where((x >= -1.0) & (x <= 2.0), right_where_checked(x), x)
 """
 STILL_CASTS = """def fixed_bottleneck(x):
     x = keras.ops.clip(x, 0.0, 1.0)
@@ -465,6 +520,18 @@ STUDENTS = {
     "forker": (dict(answers=all_solutions(c_train_answer="FORKER")), HONEST_A_AND_B),
     # (a) and (b) right; (c)'s recording would inflate to 1.5 GB: only (c) fails
     "inflater": (dict(answers=all_solutions(c_train_answer="INFLATER")), HONEST_A_AND_B),
+    # (a) right only where the notebook's checks look: the grader probes every input the assignment allows
+    "right_only_where_checked": (
+        dict(answers={"a_quantize_2bit": "RIGHT_ONLY_WHERE_CHECKED"}),
+        dict.fromkeys(POINTS, 0),
+    ),
+    # (a) right, and feedback probed (above): the hidden tests printed, script written
+    "feedback_prober": (
+        dict(answers={"a_quantize_2bit": "FEEDBACK_PROBER"}, added=(SCRIPT_IN_MARKDOWN,)),
+        A_ONLY,
+    ),
+    # (a) and (b) right; (c) plants links for the grader to follow: only its own recordings are read
+    "link_planter": (dict(answers=all_solutions(c_train_answer=LINK_PLANTER)), HONEST_A_AND_B),
     # (a) and (b) right; (b)'s written answers nested 100,000 deep: only that part fails
     "deep_json": (
         dict(answers=all_solutions(c_train_answer=None, b_culprit_answer="DEEP_JSON")),
@@ -527,14 +594,38 @@ HOLDING = (
 UNCOVERED, BROKEN_KEY = "hw5", "05_broken_key"
 OTHER_ASSIGNMENTS = {UNCOVERED: "forger", BROKEN_KEY: "reference"}
 NOT_A_NOTEBOOK = "broken_file"  # hands in a file that is not valid JSON
+# The reference solution with nbgrader metadata nbgrader would stop a whole run on, handed in
+# by students whose names sort first, so that each share of the class has later students to grade.
+MALFORMED = {
+    "bad_metadata_from_the_future": "a free cell's metadata of schema version 99",
+    "bad_metadata_empty": "a free cell's metadata {}, read as schema version 0",
+    "bad_metadata_copied_cell": "an answer cell copied with its metadata: its grade_id twice",
+}
+# After submitting, replaces the notebook in the exchange's inbound folder by a link to the
+# instructor's source notebook (with every solution), for collect to copy as their work.
+COLLECT_LINKER = "collect_linker"
 
 
-def submission(release, solutions, answers=(), locked_edits=(), deleted=(), files=None):
+def malformed(notebook, student):
+    """The reference ``notebook`` with the nbgrader metadata ``student`` of MALFORMED hands in."""
+    free = next(index for index, cell in enumerate(notebook.cells) if "nbgrader" not in cell.metadata)
+    if student == "bad_metadata_from_the_future":
+        notebook.cells[free].metadata["nbgrader"] = {"schema_version": 99}
+    elif student == "bad_metadata_empty":
+        notebook.cells[free].metadata["nbgrader"] = {}
+    else:
+        answer = next(index for index, cell in enumerate(notebook.cells) if nbgrader_meta(cell).get("solution"))
+        notebook.cells.insert(answer + 1, nbformat.from_dict(json.loads(json.dumps(notebook.cells[answer]))))
+        notebook.cells[answer + 1]["id"] = "copied-answer"
+    return notebook
+
+
+def submission(release, solutions, answers=(), locked_edits=(), deleted=(), files=None, added=()):
     """The released notebook with answer cells filled in (``files`` are handed in beside it).
 
     ``answers`` maps an answer cell's grade_id to its new source ("solution": the
     reference answer); ``locked_edits`` maps a read-only cell's grade_id to what a student
-    wrote over it; cells in ``deleted`` are removed.
+    wrote over it; cells in ``deleted`` are removed; markdown cells ``added`` at the end.
     """
     notebook = nbformat.from_dict(release)
     answers, locked_edits = dict(answers), dict(locked_edits)
@@ -546,7 +637,26 @@ def submission(release, solutions, answers=(), locked_edits=(), deleted=(), file
         elif grade_id in locked_edits:
             cell.source = locked_edits[grade_id]
     notebook.cells = [c for c in notebook.cells if nbgrader_meta(c).get("grade_id") not in set(deleted)]
+    notebook.cells += [nbformat.v4.new_markdown_cell(text) for text in added]
     return notebook
+
+
+def hand_in(path, student, solutions, placeholders):
+    """Write what ``student`` hands in over the release fetched to ``path`` (``placeholders`` filled in)."""
+    if student == NOT_A_NOTEBOOK:
+        path.write_text(path.read_text()[:5000])  # cut off mid-way, as an interrupted upload leaves it
+    elif student in MALFORMED:
+        reference = submission(nbformat.read(path, as_version=4), solutions, answers=all_solutions())
+        nbformat.write(malformed(reference, student), path)
+    elif student != COLLECT_LINKER:  # who hands in the release as it came, then changes it in the exchange
+        release = nbformat.read(path, as_version=4)
+        handed_in = dict(STUDENTS[student][0])
+        answers = handed_in.get("answers", {})
+        handed_in["answers"] = {grade_id: placeholders.get(text, text) for grade_id, text in answers.items()}
+        for name, text in (handed_in.pop("files", None) or {}).items():
+            (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
+            (path.parent / name).write_text(text)
+        nbformat.write(submission(release, solutions, **handed_in), path)
 
 
 def escaper_source(base, course):
@@ -619,17 +729,33 @@ def student_exchange(kind, home, exchange, assignment, student):
 
 
 def instructor_collect(course, exchange, assignment):
-    """``nbgrader collect ASSIGNMENT`` in ``course``, by nbgrader's own class, in this process."""
+    """``nbgrader collect ASSIGNMENT`` in ``course``, by the collect of its nbgrader_config.py, in this process.
+
+    Returns what it logged, one message a line.
+    """
+    import logging
+
     from nbgrader.auth import Authenticator
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.exchange.default import ExchangeCollect
-    from traitlets.config import Config
+    from nbgrader.exchange import ExchangeFactory
+    from traitlets.config.loader import PyFileConfigLoader
 
-    config = Config()
+    config = PyFileConfigLoader("nbgrader_config.py", str(course)).load_config()
     config.CourseDirectory.update(course_id=COURSE_ID, assignment_id=assignment, root=str(course))
     config.Exchange.root = str(exchange)
     coursedir = CourseDirectory(config=config)
-    ExchangeCollect(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
+    collect = ExchangeFactory(config=config).Collect(
+        coursedir=coursedir, authenticator=Authenticator(config=config), config=config
+    )
+    messages = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: messages.append(record.getMessage())
+    collect.log.addHandler(handler)
+    try:
+        collect.start()
+    finally:
+        collect.log.removeHandler(handler)
+    return "\n".join(messages)
 
 
 def instructor_api(course):
@@ -831,33 +957,27 @@ def hub(tmp_path_factory, request):
         # and the machine's pids: then they hand in their honest work only.
         **(dict.fromkeys(("DISK_FILLER", "FORKER"), UNTRAINED) if limits_missing else {}),
         "INFLATER": INFLATER,
+        "FEEDBACK_PROBER": answer_text(solutions["a_quantize_2bit"]) + FEEDBACK_PROBER,
+        "RIGHT_ONLY_WHERE_CHECKED": answer_text(solutions["a_quantize_2bit"]) + RIGHT_ONLY_WHERE_CHECKED,
         "DEEP_JSON": answer_text(solutions["b_culprit_answer"]) + DEEP_JSON,
     }
 
-    handing_in = [(ASSIGNMENT, student) for student in [*STUDENTS, NOT_A_NOTEBOOK]]
+    handing_in = [(ASSIGNMENT, student) for student in [*STUDENTS, NOT_A_NOTEBOOK, *MALFORMED, COLLECT_LINKER]]
     for assignment, student in [*handing_in, *OTHER_ASSIGNMENTS.items()]:
         home = base / "students" / student
         home.mkdir(parents=True, exist_ok=True)
         student_exchange("fetch", home, exchange, assignment, student)
-        path = home / assignment / NOTEBOOK
-        if student == NOT_A_NOTEBOOK:
-            path.write_text(path.read_text()[:5000])  # cut off mid-way, as an interrupted upload leaves it
-        else:
-            release = nbformat.read(path, as_version=4)
-            handed_in = dict(STUDENTS[student][0])
-            answers = handed_in.get("answers", {})
-            handed_in["answers"] = {grade_id: placeholders.get(text, text) for grade_id, text in answers.items()}
-            for name, text in (handed_in.pop("files", None) or {}).items():
-                (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
-                (path.parent / name).write_text(text)
-            nbformat.write(submission(release, solutions, **handed_in), path)
+        hand_in(home / assignment / NOTEBOOK, student, solutions, placeholders)
         # On a hub each student is a user of their own; here all are one, so each says who.
         student_exchange("submit", home, exchange, assignment, student)
+    (inbound,) = (exchange / COURSE_ID / "inbound").glob(f"{COLLECT_LINKER}+{ASSIGNMENT}+*")
+    (inbound / NOTEBOOK).unlink()
+    (inbound / NOTEBOOK).symlink_to(course / "source" / ASSIGNMENT / NOTEBOOK)
 
-    instructor_collect(course, exchange, ASSIGNMENT)
+    collected = instructor_collect(course, exchange, ASSIGNMENT)
     start_together(course, base / "arrivals")
     classmates, attacks = beside()
-    rest = [student for student in [*STUDENTS, NOT_A_NOTEBOOK] if student not in [*classmates, *attacks]]
+    rest = [student for student in [*STUDENTS, NOT_A_NOTEBOOK, *MALFORMED] if student not in [*classmates, *attacks]]
     options = dict(extra=["--force"], env=instructor, log=lambda _: None)
     started = time.perf_counter()
     graded = {}
@@ -899,6 +1019,7 @@ def hub(tmp_path_factory, request):
     )
     return dict(
         course=course,
+        collected=collected,
         pairs=paired(base / "arrivals"),
         limits_missing=limits_missing,
         graded=graded,
@@ -1131,16 +1252,55 @@ def test_a_recording_that_would_inflate_or_nests_too_deep_fails_only_its_own_par
         }
         for student in ("inflater", "deep_json")
     }
-    assert "c_reconstruction.npz holds an array of 402,653,184 values" in errors["inflater"]["c_reconstruction"]
+    # refused from the archive's directory, before a byte is inflated (its header's (-1,) would read it all)
+    assert re.search(
+        r"c_reconstruction.npz holds an array of 1,610,6[\d,]+ bytes", errors["inflater"]["c_reconstruction"]
+    )
     assert "b_culprit.json is nested too deep" in errors["deep_json"]["b_culprit"], errors["deep_json"]
     # the other parts got their points (test_each_submission_gets_the_points_of_its_honest_work)
+
+
+@hub_test
+def test_a_malformed_notebook_fails_alone_with_its_reason_and_the_rest_of_the_class_is_graded(hub):
+    for student in MALFORMED:
+        code, _, log = hub["graded"][student]
+        assert code != 0 and "needs manual grading: " in log, log[-3000:]
+        assert hub["rows"][student]["status"].startswith("not graded"), hub["rows"][student]
+    assert "same grade_id 'a_quantize_2bit'" in hub["graded"]["bad_metadata_copied_cell"][2]
+    assert "Schema version is too new: 99" in hub["graded"]["bad_metadata_from_the_future"][2]
+    # graded in the same runs after them, every other student kept their grade
+    assert all(hub["graded"][student][0] == 0 for student in STUDENTS), {s: log_of(hub, s) for s in STUDENTS}
+
+
+@hub_test
+def test_collect_takes_no_link_a_student_left_in_the_exchange(hub):
+    linked = f"{COLLECT_LINKER}+{ASSIGNMENT}+"
+    assert re.search(rf"Not collected: .*{re.escape(linked)}.*/{NOTEBOOK} \(a link\)", hub["collected"])
+    collected = hub["course"] / "submitted" / COLLECT_LINKER / ASSIGNMENT
+    assert "timestamp.txt" in os.listdir(collected) and NOTEBOOK not in os.listdir(collected)  # nothing of the source
+    # every other student's notebook was collected as handed in, and graded (above)
+    assert all((hub["course"] / "submitted" / s / ASSIGNMENT / NOTEBOOK).is_file() for s in STUDENTS)
+
+
+@hub_test
+def test_the_kernel_can_move_no_folder_the_grader_reads_and_no_link_it_plants_is_followed(hub):
+    planted = reported(hub, "link_planter", "c_train_answer", "planted")
+    # the box's top is not the kernel's: its working folder stays where the grader holds it
+    assert planted["rename work"] != "done" and planted["link in the top"] != "done", planted
+    assert planted["recordings linked"] == "done", planted  # inside its folder it may, and the grader ignores it
+    check = next(
+        c for c in autograded(hub, "link_planter").cells if nbgrader_meta(c).get("grade_id") == "c_reconstruction"
+    )
+    verdict = next(o.evalue for o in check.outputs if o.output_type == "error")
+    assert verdict == "✗ part (c): the hidden test did not record the model.", verdict  # none where the grader looks
+    # and its other parts got their points (test_each_submission_gets_the_points_of_its_honest_work)
 
 
 @hub_test
 def test_the_sandbox_held_nothing_outside_it_changed_and_nothing_it_started_survived(hub):
     printed_text = printed(hub, "escaper", "c_train_answer")
     attempts = eval(re.search(r"attempts: (\{.*\})", printed_text).group(1))
-    assert set(attempts) == {"gradebook", "site-packages", "source", "classmate", "workbook"}
+    assert set(attempts) == {"gradebook", "site-packages", "source", "classmate", "workbook", "shadow"}
     assert "done" not in attempts.values(), attempts
     assert hub["after"] == dict(
         processes=[], escaped=False, source_unchanged=True, workbook_unchanged=True, pth=False
@@ -1159,6 +1319,20 @@ def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_h
     assert "checked by the grader" in feedback  # the verdict itself is shown
     half_right = (hub["course"] / "feedback" / "half_right" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "record_answers" not in half_right and "is not the op that cuts" in half_right
+    # a traceback through a hidden line (the untouched release has no model), a hook that printed every cell
+    for student in ("untouched", "feedback_prober"):
+        autograded_text = json.dumps(nbformat.writes(autograded(hub, student)))
+        assert "record_model" in autograded_text, student  # the instructor's own copy shows it...
+        feedback = (hub["course"] / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        words = ("record_model", "record_function", "judge_here", "HIDDEN TESTS")[
+            : 3 if student == "feedback_prober" else 4
+        ]
+        assert [word for word in words if word in feedback] == [], student  # ...the student's feedback does not
+    # (the prober wrote the marker into its own answer: shown as written, and its feedback was made)
+    # the student's own HTML is shown as text: nothing of it runs in the reader's browser
+    prober = (hub["course"] / "feedback" / "feedback_prober" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in prober and "&lt;script&gt;alert(4)" in prober
+    assert not re.search(r"<img[^>]*onerror|<script>alert", prober)
 
 
 @hub_test
@@ -1214,6 +1388,28 @@ def test_display_updates_count_against_the_cell_running_when_they_arrive():
     assert size < 100_000, size  # without the cap, every output with that id held 5 MB
     assert first.outputs[0]["data"]["text/plain"] == "u" * 10_000  # an update within the cap still arrives
     assert all("output dropped" in "".join(o.get("text", "") for o in c.outputs) for c in executor.nb.cells[1:])
+
+
+def test_widget_state_counts_against_the_cell_that_sent_it():
+    """A widget's state goes into the graded notebook's metadata, outside any output: it is capped all the same."""
+    pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
+    from workbook.course.autograde import GuardedExecute
+
+    executor = GuardedExecute(max_output_bytes=100_000)
+    executor.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("0")])
+    executor.reset_execution_trackers()
+    executor._output_bytes, executor.clear_before_next_output = {}, False  # as preprocess and a cell set them
+    cell = executor.nb.cells[0]
+    for number in range(20):
+        state = {"_model_module": "@jupyter-widgets/controls", "_model_name": "TextModel", "value": "w" * 5_000_000}
+        data = {"state": state, "buffer_paths": []}
+        content = {"comm_id": f"widget-{number}", "target_name": "jupyter.widget", "data": data}
+        message = {"msg_type": "comm_open", "header": {"msg_type": "comm_open"}, "parent_header": {}}
+        executor.process_message({**message, "content": content, "buffers": []}, cell, 0)
+    executor.set_widgets_metadata()
+    size = len(nbformat.writes(executor.nb))
+    assert size < 200_000, size  # without the cap, 100 MB of state in the notebook's metadata
+    assert "output dropped" in "".join(o.get("text", "") for o in cell.outputs)
 
 
 def test_cell_limits_budget_and_target_are_the_ones_the_assignment_promises():
@@ -1277,6 +1473,22 @@ def test_verdicts_pass_the_reference_and_fail_what_differs(tmp_path, monkeypatch
         "c_reconstruction": False,
     }
     assert "MSE 0.2" in verdicts["c_reconstruction"][1]  # an untrained model: about 0.23
+    # right only where the notebook's checks look (float32, in [-1, 2]): wrong in general, and so judged
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    grading.write_probe(grading.PROBE_FILE)
+
+    def where_probed(x):
+        if keras.backend.standardize_dtype(x.dtype) != "float32":
+            return x
+        return keras.ops.where((x >= -1.0) & (x <= 2.0), clipped(x), x)
+
+    for grade_id in ("a_forward", "a_gradient"):
+        grading.record_function(grade_id, where_probed)
+    probe, artifacts = elsewhere / grading.PROBE_FILE, elsewhere / grading.ARTIFACTS_FOLDER
+    verdicts = grading.run_verdicts(key, probe, artifacts, 10.0, ["a_forward", "a_gradient"])
+    assert [verdict[0] for verdict in verdicts.values()] == [False, False], verdicts
 
 
 def test_part_c_is_measured_on_the_digits_the_notebook_never_hands_out(tmp_path, monkeypatch):
@@ -1375,12 +1587,30 @@ def test_a_recording_that_would_inflate_is_refused_before_its_values_are_read(tm
     assert (tmp_path / "a_forward.npz").stat().st_size < verdicts.MAX_ARTIFACT_BYTES
     tracemalloc.start()
     try:
-        with pytest.raises(verdicts.Unreadable, match="an array of 67,108,864 values"):
+        with pytest.raises(verdicts.Unreadable, match="an array of 268,435,5[0-9,]+ bytes"):
             verdicts._recorded(tmp_path, "a_forward")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 16 * 2**20, peak  # the file's bytes and a header, never the 256 MB
+
+
+def test_a_recording_whose_shape_is_not_positive_is_refused_before_it_is_read(tmp_path):
+    import io
+    import zipfile
+
+    import numpy as np
+
+    from workbook.course import verdicts
+
+    for shape in ((-1,), (0, 3), (-2, -2)):
+        packed = io.BytesIO()
+        with zipfile.ZipFile(packed, "w") as archive, archive.open("x_value.npy", "w") as member:
+            np.lib.format.write_array_header_1_0(member, {"descr": "<f4", "fortran_order": False, "shape": shape})
+            member.write(bytes(4000))
+        (tmp_path / "a_forward.npz").write_bytes(packed.getvalue())
+        with pytest.raises(verdicts.Unreadable, match="every length must be positive"):
+            verdicts._recorded(tmp_path, "a_forward")
 
 
 @pytest.mark.timeout(600)
@@ -1399,8 +1629,13 @@ def test_each_verdict_stands_alone_a_malformed_record_fails_only_its_own_part(tm
         "b_fix": True,
         "c_reconstruction": False,  # untrained
     }, verdicts
-    assert "67,108,864 values" in verdicts["a_gradient"][1]
+    assert re.search("an array of 268,435,5[0-9,]+ bytes", verdicts["a_gradient"][1]), verdicts
     assert "nested too deep" in verdicts["b_culprit"][1]
+    # the verdict process has a memory limit of its own, whatever a recording holds
+    (process,) = grading._VERDICT_PROCESSES.values()
+    with open(f"/proc/{process.process.pid}/limits") as limits:
+        data = next(line for line in limits if line.startswith("Max data size")).split()
+    assert data[3:5] == [str(grading.MAX_VERDICT_DATA_BYTES)] * 2, data
 
 
 @pytest.mark.slow
@@ -1700,6 +1935,47 @@ def test_an_honest_kernel_sees_the_same_box_with_or_without_its_quota():
     assert outputs[0] == outputs[1] and outputs[0][0] == 0, outputs
 
 
+PER_USER_LIMITS = """import os, subprocess
+children = []
+try:
+    for _ in range(200):
+        children.append(subprocess.Popen(["sleep", "30"]))
+    print("started", len(children))
+except OSError as error:
+    print("stopped at", len(children), type(error).__name__)
+for child in children:
+    child.kill()
+try:
+    hog = bytearray(2 * 2**30)
+    print("held 2 GiB")
+except MemoryError:
+    print("MemoryError")
+print("uid", os.getuid())
+"""
+
+
+def test_each_box_is_a_user_of_its_own_whose_tasks_and_memory_are_bounded_without_control_groups():
+    from workbook.course.sandbox import Box, sandbox_command, sandbox_problem
+
+    if sandbox_problem():
+        pytest.skip(sandbox_problem())
+    if os.geteuid() != 0:
+        pytest.skip("a grader gives each box a user of its own only when it runs as root")
+    boxes = [Box(), Box()]
+    try:
+        assert boxes[0].uid != boxes[1].uid and 0 not in (boxes[0].uid, boxes[1].uid)
+        boxes[0].rlimits = (64, 2**30)  # as Box.limit sets them where the machine gives no control groups
+        command = sandbox_command(boxes[0], [sys.executable, "-c", PER_USER_LIMITS])
+        command[command.index('exec "$@" >/dev/null 2>&1')] = 'exec "$@"'  # keep its output, for the test
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    finally:
+        for box in boxes:
+            box.remove()
+    started, memory, uid = result.stdout.splitlines()
+    assert started.startswith("stopped at") and int(started.split()[2]) < 64, result.stdout
+    assert memory == "MemoryError" and uid == f"uid {boxes[0].uid}", result.stdout
+
+
 def test_limits_a_kernel_could_not_be_graded_under_are_refused_by_name():
     pytest.importorskip("nbgrader", reason="grading needs nbgrader (requirements-dev.txt)")
     from workbook.course.autograde import GuardedExecute
@@ -1743,6 +2019,29 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 3; touch {marker}"])
     assert (course / "gradebook.db").read_text() == "grades"
 
 
+def test_the_kernel_cannot_move_its_folders_or_write_in_the_boxs_top(tmp_path):
+    script = """
+import os
+here = os.getcwd()
+for name, action in (
+    ("rename work", lambda: os.rename(here, here + "-moved")),
+    ("link in the top", lambda: os.symlink("/etc", os.path.join(os.path.dirname(here), "planted"))),
+    ("rename home", lambda: os.rename(os.environ["HOME"], here + "/home")),
+    ("write in work", lambda: open("mine.txt", "w").write("x")),
+):
+    try:
+        action()
+        print(name, "done")
+    except OSError as error:
+        print(name, type(error).__name__)
+"""
+    result = run_sandboxed(tmp_path, script)
+    assert result.returncode == 0, result.stderr
+    done = dict(line.rsplit(" ", 1) for line in result.stdout.splitlines())
+    assert done.pop("write in work") == "done", result.stdout  # its own folder is its to write
+    assert "done" not in done.values(), result.stdout
+
+
 # Run by a Python whose virtual environment was made in /tmp (with this environment's packages on
 # the grader's side only): the box's kernel is that Python, argv[2] is hidden; prints what the kernel saw.
 IN_A_TMP_VENV = """
@@ -1759,6 +2058,11 @@ probe = (
     "    print('wrote')\\n"
     "except OSError as error:\\n"
     "    print('refused', type(error).__name__)\\n"
+    "try:\\n"
+    "    open('/etc/shadow').close()\\n"
+    "    print('read /etc/shadow')\\n"
+    "except OSError as error:\\n"
+    "    print('shadow refused', type(error).__name__)\\n"
 )
 box = Box()
 try:
@@ -1771,18 +2075,28 @@ finally:
 """
 
 
-def test_a_python_in_a_virtual_environment_made_in_tmp_runs_in_the_box_which_has_its_own_tmp():
+@pytest.mark.parametrize(
+    ("through_a_link", "mode"),
+    [(False, 0o755), (True, 0o755), (False, 0o700)],
+    ids=["its-own-path", "reached-through-a-link", "in-a-folder-only-its-owner-enters"],
+)
+def test_a_python_in_a_virtual_environment_made_in_tmp_runs_in_the_box_which_has_its_own_tmp(through_a_link, mode):
+    # The last: run by root, a Python under a folder only root enters (pyenv in root's home, say) is
+    # one the sandbox's user cannot start; the kernel is that user on the host all the same, never root.
     from workbook.course.sandbox import sandbox_problem
 
     if sandbox_problem():
         pytest.skip(sandbox_problem())
     folder = pathlib.Path(tempfile.mkdtemp(prefix="venv-in-tmp-", dir="/tmp"))
     try:
-        folder.chmod(0o755)
+        folder.chmod(mode)
         env = folder / "env"
         # made with the installed Python itself, as a user makes one (not through this environment's link to it)
         python = os.path.realpath(sys.executable)
-        subprocess.run([python, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+        made = folder / "environments" / "env" if through_a_link else env
+        subprocess.run([python, "-m", "venv", "--without-pip", str(made)], check=True, timeout=120)
+        if through_a_link:  # as hubs often arrange: the environment's path is a link, and it is started by it
+            env.symlink_to(made, target_is_directory=True)
         site = next(env.glob("lib/python*/site-packages"))
         (site / "grader.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
         (folder / "graders_own").write_text("a file of the grader's /tmp")
@@ -1797,9 +2111,11 @@ def test_a_python_in_a_virtual_environment_made_in_tmp_runs_in_the_box_which_has
         )
         assert driver.returncode == 0, driver.stderr
         returncode, stderr, *seen = driver.stdout.splitlines()
-        # Before, the box's own /tmp (a tmpfs) hid the environment: "exec: .../env/bin/python: not found".
+        # Before, the box's own /tmp (a tmpfs) hid the environment, and a box bound only the environment's
+        # own folder where it was started through a link: "exec: .../env/bin/python: not found".
         assert returncode == "0", stderr
-        assert seen == [str(env.resolve()), "False", "[]", "refused OSError"], driver.stdout
+        prefix = env if through_a_link else env.resolve()
+        assert seen == [str(prefix), "False", "[]", "refused OSError", "shadow refused PermissionError"], driver.stdout
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -42,11 +42,11 @@ from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.plugins import CsvExportPlugin
-from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells, SaveAutoGrades
+from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells, SaveAutoGrades
 from traitlets import Dict, Integer, List, Unicode, validate
 
 from workbook.core.arguments import refuse
-from workbook.course.grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, write_probe
+from workbook.course.grading import ARTIFACTS_FOLDER, PROBE_FILE, run_verdicts, verdict_peak_memory, write_probe
 from workbook.course.sandbox import (
     MAX_DISK_BYTES,
     MAX_MEMORY_BYTES,
@@ -60,7 +60,7 @@ from workbook.course.sandbox import (
 from workbook.course.verdicts import MAX_ARTIFACT_BYTES
 from workbook.lab import assignment_spec as spec
 
-__all__ = ["GuardedExecute", "SaveVerdicts", "OverwriteReleasedCells", "GradesWithStatus"]
+__all__ = ["GuardedExecute", "SaveVerdicts", "OverwriteReleasedCells", "GradesWithStatus", "RefuseMalformedMetadata"]
 
 # Where GuardedExecute tells SaveVerdicts which graded cells the grader could not judge.
 _UNJUDGED = "workbook_unjudged"
@@ -109,7 +109,10 @@ class GuardedExecute(Execute):
             refuse(f"c.GuardedExecute.{proposal['trait'].name}", proposal["value"], allowed)
         return proposal["value"]
 
-    sandbox_user = Unicode("nobody", help="The user a kernel runs as when the grader runs as root.").tag(config=True)
+    sandbox_user = Unicode(
+        "",
+        help="The user a kernel runs as when the grader runs as root; empty: a user id of its own for each box.",
+    ).tag(config=True)
     hidden_folders = List(
         Unicode(),
         help="Folders the kernel must not see, besides the course, the exchange, the grader's home and /tmp.",
@@ -134,7 +137,7 @@ class GuardedExecute(Execute):
         self._times = {}
         self._notebook_started = None
         self._failed_cells = set()
-        box, ours = Box(self.sandbox_user), None
+        box, ours, work = Box(self.sandbox_user), None, None
         try:  # from here on, whatever fails, the box and its control groups are removed
             self._bound(box)
             # The grader's own folder, which the kernel never sees: its copy of the probe (the
@@ -143,12 +146,15 @@ class GuardedExecute(Execute):
             write_probe(ours / PROBE_FILE)
             shutil.copyfile(ours / PROBE_FILE, box.work / PROBE_FILE)
             box.give(box.work / PROBE_FILE)
+            # Its working folder, held before the kernel starts: what the grader takes out of the box
+            # later is found from this handle, never through a path the kernel could have changed.
+            work = os.open(box.work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             resources = dict(resources or {})
             resources["metadata"] = {**resources.get("metadata", {}), "path": str(box.work)}
             limit = self.timeout_func or (lambda cell: self.timeout)
             self.timeout_func = lambda cell: max(1, min(limit(cell) or self.max_submission_seconds, self._left()))
             manager = sandboxed_kernel_manager(box, self._hidden(), kernel_name=self.kernel_name or "python3")
-            self._recordings = (box.work / ARTIFACTS_FOLDER, ours / ARTIFACTS_FOLDER)
+            self._recordings = (work, ours / ARTIFACTS_FOLDER)
             self._recordings[1].mkdir()
             try:
                 nb, resources = super().preprocess(nb, resources=resources, km=manager)
@@ -158,6 +164,8 @@ class GuardedExecute(Execute):
             if answer_key:
                 resources[_UNJUDGED] = self._apply_verdicts(nb, box, ours, answer_key)
         finally:
+            if work is not None:
+                os.close(work)
             self._remove(box)
             if ours is not None:
                 shutil.rmtree(ours, ignore_errors=True)
@@ -301,7 +309,10 @@ class GuardedExecute(Execute):
         """
         transient = msg.get("content", {}).get("transient") or {}
         kinds = ("display_data", "update_display_data", "execute_result")
-        if msg.get("msg_type") in kinds and transient.get("display_id") and not self._charge(msg, cell_index):
+        charged = msg.get("msg_type") in kinds and transient.get("display_id")
+        # a widget's state (comm messages) goes into the graded notebook's metadata: charged the same way
+        charged = charged or str(msg.get("msg_type", "")).startswith("comm")
+        if charged and not self._charge(msg, cell_index):
             self._say_dropped(cell.outputs, msg, cell_index)
             return None
         return super().process_message(msg, cell, cell_index)
@@ -314,7 +325,8 @@ class GuardedExecute(Execute):
 
     def _charge(self, msg, cell_index):
         """Count ``msg``'s bytes against cell ``cell_index``; True while the cell is within ``max_output_bytes``."""
-        used = self._output_bytes.get(cell_index, 0) + len(repr(msg.get("content", "")))
+        buffers = sum(memoryview(buffer).nbytes for buffer in msg.get("buffers") or ())
+        used = self._output_bytes.get(cell_index, 0) + len(repr(msg.get("content", ""))) + buffers
         self._output_bytes[cell_index] = used
         return used <= self.max_output_bytes
 
@@ -367,6 +379,9 @@ class GuardedExecute(Execute):
             verdicts = run_verdicts(answer_key, ours / PROBE_FILE, artifacts, self._training_seconds())
         except Exception as error:
             verdicts = dict.fromkeys(spec.JUDGED, (None, f"the verdict process failed: {error}"))
+        peak = verdict_peak_memory(answer_key)
+        if peak is not None:  # for the instructor's capacity planning (make bench reads it)
+            self.log.info("The verdict process held at most %.0f MiB of memory.", peak / 2**20)
         unjudged = []
         for cell in nb.cells:
             grade_id = _grade_id(cell)
@@ -387,14 +402,16 @@ class GuardedExecute(Execute):
         return unjudged
 
 
-def _take_recording(source, artifacts, grade_id):
-    """Copy what the hidden test of ``grade_id`` recorded in ``source`` (the box) into ``artifacts``, now.
+def _take_recording(work, artifacts, grade_id):
+    """Copy what the hidden test of ``grade_id`` recorded in the box into ``artifacts``, now.
 
-    The kernel is still running: nothing is followed through a link (the folder included),
-    nothing but a regular file of at most MAX_ARTIFACT_BYTES is read, and a pipe never blocks.
+    ``work`` is the handle of the kernel's working folder, taken before the kernel started. The
+    kernel is still running: nothing is followed through a link (the recordings' folder
+    included), nothing but a regular file of at most MAX_ARTIFACT_BYTES is read, and a pipe
+    never blocks.
     """
     try:
-        folder = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        folder = os.open(ARTIFACTS_FOLDER, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=work)
     except OSError:
         return
     try:
@@ -435,6 +452,50 @@ class SaveVerdicts(SaveAutoGrades):
         grade.auto_score, grade.needs_manual_grade = None, True
         grade.notebook.flagged = True
         self.gradebook.db.commit()
+
+
+class MalformedSubmission(Exception):
+    """A submission whose nbgrader metadata cannot be graded: it fails alone, and the rest of the class is graded."""
+
+
+class RefuseMalformedMetadata(NbGraderPreprocessor):
+    """Fail a submission whose nbgrader metadata nbgrader would abort a whole run on; say why, for the instructor.
+
+    Introduced in course/README.md (first of ``c.Autograde.sanitize_preprocessors``). nbgrader
+    stops grading everyone still waiting when one notebook's cell metadata has another schema
+    version (``{"nbgrader": {"schema_version": 99}}``, or ``{}``, which reads as version 0),
+    and so too for a ``grade_id`` used twice (it empties one copy's metadata, which then reads as
+    version 0). Such a notebook fails here with an ordinary error, which nbgrader reports for
+    that submission alone before it goes on with the next.
+    """
+
+    def preprocess(self, nb, resources):
+        from nbgrader.nbgraderformat import MetadataValidator
+
+        validator, seen = MetadataValidator(), {}
+        for index, cell in enumerate(nb.cells):
+            meta = cell.get("metadata", {})
+            if "nbgrader" not in meta:
+                continue
+            where = f"cell {index + 1}"
+            if not isinstance(meta["nbgrader"], dict):
+                raise MalformedSubmission(f"needs manual grading: {where}'s nbgrader metadata is not a mapping")
+            try:
+                validator.validate_cell(cell)
+            except Exception as error:  # noqa: BLE001 (any way it is malformed, the same outcome)
+                why = str(error).splitlines()[0][:200]
+                raise MalformedSubmission(
+                    f"needs manual grading: {where}'s nbgrader metadata is malformed ({why})"
+                ) from None
+            grade_id = meta["nbgrader"].get("grade_id")
+            graded = any(meta["nbgrader"].get(flag) for flag in ("grade", "solution", "locked", "task"))
+            if graded and grade_id in seen:
+                raise MalformedSubmission(
+                    f"needs manual grading: cells {seen[grade_id]} and {index + 1} have the same grade_id "
+                    f"{str(grade_id)[:80]!r} (a cell copied with its metadata)"
+                )
+            seen.setdefault(grade_id, index + 1)
+        return nb, resources
 
 
 class OverwriteReleasedCells(OverwriteCells):

@@ -34,6 +34,7 @@ __all__ = [
     "judge_here",
     "write_probe",
     "run_verdicts",
+    "verdict_peak_memory",
     "find_answer_key",
     "cell_timeout",
     "PROBE_FILE",
@@ -54,6 +55,12 @@ ARTIFACTS_FOLDER = "grading_artifacts"
 N_POINTS = 1200
 CODE_SHAPE = (2, 14, 14, 10)
 N_IMAGES = 4
+#: The inputs a function is evaluated on, each a point of what the assignment asks of it
+#: ("any tensor"), not only where the notebook's own checks look: ``x`` on the line around
+#: [0, 1], ``code`` shaped like the bottleneck, ``far`` far outside the clip's window (up to
+#: 1e4 either way), ``ranks`` with a shape of rank 3 (and one of rank 0), ``float64`` in double
+#: precision.
+PROBED = ("x", "code", "far", "rank3", "rank0", "float64")
 
 
 def write_probe(path, seed=None):
@@ -72,10 +79,15 @@ def write_probe(path, seed=None):
             values = np.concatenate([values, drawn[keep]])
         return values[:n].astype("float32")
 
+    far = rng.uniform(1.0, 4.0, 200)  # 10 to 10,000, below 0 or above 1
     np.savez(
         path,
         x=away_from_ties(-1.0, 2.0, N_POINTS),
         code=away_from_ties(-0.5, 1.5, int(np.prod(CODE_SHAPE))).reshape(CODE_SHAPE),
+        far=(np.where(rng.random(200) < 0.5, -1, 1) * 10**far).astype("float32"),
+        rank3=away_from_ties(-1.0, 2.0, 3 * 4 * 5).reshape(3, 4, 5),
+        rank0=away_from_ties(-1.0, 2.0, 1).reshape(()),
+        float64=away_from_ties(-1.0, 2.0, 400).astype("float64"),
         images=rng.uniform(0.0, 1.0, (N_IMAGES, 28, 28, 1)).astype("float32"),
         model_seed=np.array(int(rng.integers(0, 2**31 - 1))),
     )
@@ -133,7 +145,7 @@ def record_function(grade_id, fn):
     probe = _probe()
     try:
         arrays = {}
-        for name in ("x", "code"):
+        for name in PROBED:
             arrays[f"{name}_value"], arrays[f"{name}_gradient"] = _value_and_gradient(fn, tf.constant(probe[name]))
         model = autoencoder(bottleneck=fn, seed=int(probe["model_seed"]))
         images = tf.constant(probe["images"])
@@ -255,6 +267,28 @@ def run_verdicts(answer_key, probe, artifacts, training_seconds=None, grade_ids=
 
 _VERDICT_PROCESSES = {}  # answer key's path -> its _VerdictProcess, in this grader
 
+#: The memory the verdict process may take for its data (RLIMIT_DATA: its heap, anonymous
+#: mappings and threads' stacks, not its libraries): about 0.4 GiB on two cores for TensorFlow,
+#: the references and part (c)'s held-out digits, and a few MiB more per core for TensorFlow's
+#: threads. A recording that got past every size check still cannot take the grader's memory.
+MAX_VERDICT_DATA_BYTES = 4 * 2**30
+
+
+def _limit_verdict_memory():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (MAX_VERDICT_DATA_BYTES, MAX_VERDICT_DATA_BYTES))
+
+
+def verdict_peak_memory(answer_key):
+    """The most memory (bytes, resident) the verdict process of ``answer_key`` has held; None if none runs here."""
+    process = _VERDICT_PROCESSES.get(os.path.abspath(answer_key))
+    try:
+        with open(f"/proc/{process.process.pid}/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    except (AttributeError, OSError, StopIteration, ValueError):
+        return None
+
 
 def _end_verdict_processes():
     while _VERDICT_PROCESSES:
@@ -285,6 +319,7 @@ class _VerdictProcess:
             stdout=subprocess.PIPE,
             stderr=self.errors,
             text=True,
+            preexec_fn=_limit_verdict_memory,  # noqa: PLW1509 (one call, no lock taken, before exec)
         )
 
     def alive(self):

@@ -16,13 +16,19 @@ runs under bubblewrap (``bwrap``, Debian's ``bubblewrap``) in namespaces of its 
 - **processes**: a PID namespace of its own, so that every process it starts (``setsid``
   or not) is killed with it, when the grader stops its kernel or the grader itself dies;
 - **network**: none (the kernel talks to the grader through Unix sockets in its box);
-- **user**: run by root, the kernel runs as an unprivileged user (``nobody`` unless
-  configured), so it cannot write what that user cannot, even outside the sandbox's view;
+- **user**: run by root, the kernel runs as an unprivileged host user of its box's own (a user
+  id no account has, unless one is configured), never as root, wherever this Python lives
+  (:func:`_users`), so it cannot read or write what that user cannot, even outside the
+  sandbox's view;
+- **the box's top** is the grader's, read-only in the sandbox: the kernel writes only its
+  working folder, its home and its kernel folder, and cannot put a link in their place;
 - **limits**: where the grader may make control groups (root with cgroup v1's ``pids`` and
   ``memory``), each box gets one of its own, below the grader's own, that bounds
   its tasks (processes and threads) and its memory, temporary folders included, so that a
-  flood or a hog stays in its box (:meth:`Box.limit`). Elsewhere nothing but the
-  container's limits bounds them, and :meth:`Box.limit` says so.
+  flood or a hog stays in its box (:meth:`Box.limit`). Elsewhere, run by root, the box's own
+  user's tasks (``RLIMIT_NPROC``) and each of its processes' memory (``RLIMIT_AS``) are
+  bounded instead; run by another user, nothing but the container's limits bound them, and
+  :meth:`Box.limit` says so.
 """
 
 import contextlib
@@ -71,6 +77,8 @@ MAX_MEMORY_BYTES = 4 * 2**30
 MAX_DISK_BYTES = 512 * 2**20
 #: ... and files (and folders): far more than the assignment writes.
 MAX_FILES = 100_000
+#: Where the user ids the grader gives its boxes begin (run as root): far above any account's.
+FIRST_BOX_UID = 2_000_000_000
 #: How long :meth:`Box.remove` waits for the box's last processes to end on their own before it
 #: kills them (seconds): a kernel told to shut down takes a moment to go.
 GRACE_SECONDS = 10.0
@@ -94,7 +102,7 @@ class Box:
     before it kills them.
     """
 
-    def __init__(self, user="nobody", grace_seconds=GRACE_SECONDS):
+    def __init__(self, user="", grace_seconds=GRACE_SECONDS):
         if not is_number(grace_seconds, low=0, high=3600):
             refuse("grace_seconds", grace_seconds, "a number of seconds from 0 to 3600, e.g. grace_seconds=10", "Box")
         self.grace_seconds = float(grace_seconds)
@@ -104,18 +112,27 @@ class Box:
         self.cgroups = []
         self.mounted = False
         self.killed = 0  # processes still running ``grace_seconds`` into :meth:`remove`, killed then
-        if os.geteuid() == 0 and _can_run_python_as(user):
-            entry = pwd.getpwnam(user)
-            self.uid, self.gid = entry.pw_uid, entry.pw_gid
+        # Run by root, the kernel is ``user`` on the host, never root: where that user cannot reach
+        # this Python (under root's home, say), bwrap mounts it as root and the kernel becomes the
+        # user inside the sandbox, before anything of it runs (``drops_inside``).
+        self.drops_inside = False
+        self.rlimits = None  # (tasks, bytes of memory per process) where the box has no control groups
+        if os.geteuid() == 0:  # a user of its own for each box, unless one is named
+            entry = pwd.getpwnam(user) if user else None
+            self.uid, self.gid = (entry.pw_uid, entry.pw_gid) if entry else (_fresh_uid(),) * 2
+            # whether that user can start this Python: as for any user who is not its owner
+            self.drops_inside = not _can_run_python_as(user or "nobody")
         self._make_folders()
 
     def _make_folders(self):
+        # The box's top stays the grader's, and read-only in the sandbox (sandbox_command): the
+        # kernel cannot rename ``work`` and put a link in its place for the grader to follow.
         for folder in (self.work, self.home, self.kernel):
             folder.mkdir(exist_ok=True)
-        if self.uid is not None:
-            for folder in (self.root, self.work, self.home, self.kernel):
+            if self.uid is not None:
                 os.chown(folder, self.uid, self.gid)
-        self.root.chmod(0o700)
+            folder.chmod(0o700)
+        self.root.chmod(0o755 if self.uid is not None else 0o700)  # its to read, not to write
 
     def bound_disk(self, disk_bytes=MAX_DISK_BYTES):
         """Make the box a file system of its own of ``disk_bytes``; why not, if this machine cannot (else None).
@@ -155,6 +172,13 @@ class Box:
         """
         name = f"workbook-box-{secrets.token_hex(6)}"
         settings = _cgroup_settings(tasks, memory_bytes)
+        if isinstance(settings, str) and self.uid is not None:
+            # The box's user is its own: per-user limits bound this box alone (RLIMIT_NPROC counts
+            # its user's tasks; RLIMIT_AS each process's memory, not the box's together).
+            self.rlimits = (tasks, memory_bytes)
+            return (
+                f"{settings}; its user's tasks and each process's memory are bounded instead (RLIMIT_NPROC, RLIMIT_AS)"
+            )
         if isinstance(settings, str):
             return settings
         try:
@@ -265,13 +289,22 @@ def _own_cgroup_v1(controller):
     return "/"
 
 
+def _fresh_uid():
+    """A user id no account has, for one box: its processes and files are its own alone."""
+    while True:
+        uid = FIRST_BOX_UID + secrets.randbelow(2**26)
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+
+
 @functools.cache
 def _can_run_python_as(user):
     """True if ``user`` can start this Python (not so when it lives in a folder only root reads).
 
-    Otherwise the grader, as root, keeps its own user outside the sandbox and gives the kernel
-    an unprivileged one inside (a user namespace): it has no capabilities, and the machine
-    is read-only to it all the same.
+    Otherwise the grader, as root, starts the sandbox as root, with no user namespace, and the
+    kernel becomes ``user`` inside it, with no capabilities (:func:`sandbox_command`).
     """
     entry = pwd.getpwnam(user)
     # Tried inside bwrap, as the kernel will run: setpriv alone keeps root's capabilities, which
@@ -291,33 +324,49 @@ def sandbox_command(box, command, hidden=(), user_env=None):
     if box.cgroups:  # joined as the grader, before anything of the box runs; no group, no start
         joining = 'n=$1; shift; while [ $n -gt 0 ]; do echo $$ >"$1/cgroup.procs" || exit 125; shift; n=$((n-1)); done'
         prefix = ["sh", "-c", f'{joining}; exec "$@"', "sh", str(len(box.cgroups)), *map(str, box.cgroups)]
-    if box.uid is not None:
-        prefix += ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups", "--"]
-    arguments = [*prefix, "bwrap", *_visible(), "--dev", "/dev", "--proc", "/proc"]
-    for folder in sorted(TMPFS_BYTES):  # the box's own small temporary folders
-        arguments += ["--size", str(TMPFS_BYTES[folder]), "--tmpfs", folder]
+    before, inside, namespaces = _users(box)
+    if box.rlimits:  # set as the grader, inherited by every process of the box
+        before = ["prlimit", f"--nproc={box.rlimits[0]}", f"--as={box.rlimits[1]}", "--", *before]
+    arguments = [*prefix, *before, "bwrap", *_visible(), "--dev", "/dev", "--proc", "/proc"]
+    for folder in sorted(TMPFS_BYTES):  # the box's own small temporary folders, any user's to write
+        mode = "0755" if folder == "/run" else "1777"
+        arguments += ["--perms", mode, "--size", str(TMPFS_BYTES[folder]), "--tmpfs", folder]
     # Then this Python and the workbook, over them (a virtual environment made in /tmp stays
-    # there); then the hidden folders, emptied even inside those; then the box itself.
-    for folder in sorted(_python_folders()):
-        arguments += ["--ro-bind", folder, folder]
+    # there), the folders above them made first, open to the kernel's user (bwrap, run as root,
+    # would make them root's alone); then the hidden folders, emptied even inside those; then the box.
+    python_folders = sorted(_python_folders())
+    for folder in _folders_above([seen_as for _, seen_as in python_folders] + [str(box.root)]):
+        arguments += ["--perms", "0755", "--dir", folder]
+    for folder, seen_as in python_folders:
+        arguments += ["--ro-bind", folder, seen_as]
     arguments += _hiding(hidden)
-    arguments += ["--bind", str(box.root), str(box.root)]
-    arguments += [
-        "--unshare-all",
-        "--unshare-user",
-        "--die-with-parent",
-        "--disable-userns",
-        "--clearenv",
-        "--chdir",
-        str(box.work),
-    ]
-    if box.uid is None and os.geteuid() == 0:
-        arguments += ["--uid", "65534", "--gid", "65534"]
+    arguments += ["--ro-bind", str(box.root), str(box.root)]  # its top read-only: only its folders are the kernel's
+    for folder in (box.work, box.home, box.kernel):
+        arguments += ["--bind", str(folder), str(folder)]
+    arguments += [*namespaces, "--die-with-parent", "--clearenv", "--chdir", str(box.work)]
     for name, value in sorted(_sandbox_env(box, user_env).items()):
         arguments += ["--setenv", name, value]
     # The kernel's own start-up lines (the grader's log is not the place for them); what its
     # cells print reaches the notebook through the kernel's messages, not these streams.
-    return [*arguments, "--", "sh", "-c", 'exec "$@" >/dev/null 2>&1', "sh", *command]
+    return [*arguments, "--", *inside, "sh", "-c", 'exec "$@" >/dev/null 2>&1', "sh", *command]
+
+
+def _users(box):
+    """(what runs bwrap as the box's user, what makes the kernel that user inside it, bwrap's namespaces).
+
+    Where the user can start this Python, bwrap runs as the user, in a user namespace of its
+    own. Where it cannot (the grader as root, this Python in root's home), bwrap runs as root
+    with no user namespace (whose uid 0 would be the host's root) and the kernel's first step
+    is to become the user, with no capabilities: either way, never root on the host.
+    """
+    user_namespace = ["--unshare-all", "--unshare-user", "--disable-userns"]
+    if box.uid is None:
+        return [], [], user_namespace
+    becoming = ["setpriv", f"--reuid={box.uid}", f"--regid={box.gid}", "--clear-groups"]
+    if not box.drops_inside:
+        return [*becoming, "--"], [], user_namespace
+    others = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    return [], [*becoming, "--inh-caps=-all", "--bounding-set=-all", "--"], others
 
 
 def _visible():
@@ -331,11 +380,34 @@ def _visible():
     return arguments
 
 
+def _folders_above(paths):
+    """The folders above ``paths`` the sandbox makes itself: not /, the system's or a temporary folder."""
+    made = set()
+    for path in paths:
+        parent = os.path.dirname(path)
+        while parent not in ("/", "") and not _is_within(parent, _SYSTEM) and parent not in TMPFS_BYTES:
+            made.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(made, key=lambda folder: (folder.count(os.sep), folder))
+
+
+def _is_within(path, folders):
+    return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
+
+
+def _python_paths():
+    """Where this Python and the workbook live (a virtual environment, the Python it was made from), as named."""
+    return (sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def _python_folders():
-    """The folders this Python and the workbook live in (a virtual environment's, the Python it was made from)."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    folders = {os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, package)}
-    return {folder for folder in folders if not any(folder.startswith(other + os.sep) for other in folders)}
+    """{(folder, where the box shows it)} for this Python and the workbook: each where it is, and where it is
+    reached through a link too (a virtual environment whose path is a link starts by the linked path)."""
+    pairs = set()
+    for path in _python_paths():
+        pairs |= {(os.path.realpath(path), os.path.realpath(path)), (os.path.realpath(path), os.path.abspath(path))}
+    seen = {seen_as for _, seen_as in pairs}
+    return {(folder, seen_as) for folder, seen_as in pairs if not any(seen_as.startswith(o + os.sep) for o in seen)}
 
 
 def _hiding(hidden):
@@ -354,6 +426,8 @@ def _sandbox_env(box, user_env):
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
         "LANG": "C.UTF-8",
         "MPLBACKEND": "agg",
+        "USER": "student",  # the box's user may have no account: getpass.getuser() reads these first
+        "LOGNAME": "student",
         # nbgrader's own sign that a notebook is being graded (or validated)
         **({"NBGRADER_EXECUTION": os.environ["NBGRADER_EXECUTION"]} if "NBGRADER_EXECUTION" in os.environ else {}),
         **(user_env or {}),
@@ -367,11 +441,14 @@ def can_hide(folder):
 
 def _holds_the_python(folder):
     """True if hiding ``folder`` would hide this Python or the workbook from the kernel."""
-    folder = os.path.realpath(folder)
     workbook_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    needed = (sys.prefix, sys.base_prefix, workbook_parent)
+    needed = {
+        f(path) for path in (sys.prefix, sys.base_prefix, workbook_parent) for f in (os.path.realpath, os.path.abspath)
+    }
     return any(
-        os.path.realpath(path) == folder or os.path.realpath(path).startswith(folder + os.sep) for path in needed
+        path == hiding or path.startswith(hiding + os.sep)
+        for hiding in {os.path.realpath(folder), os.path.abspath(folder)}
+        for path in needed
     )
 
 
@@ -388,7 +465,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     def write_connection_file(self, **kwargs):
         super().write_connection_file(**kwargs)
         if self.box.uid is not None and os.path.exists(self.connection_file):
-            os.chown(self.connection_file, self.box.uid, self.box.gid)
+            os.chown(self.connection_file, self.box.uid, self.box.gid, follow_symlinks=False)
 
     def format_kernel_cmd(self, extra_arguments=None):
         return sandbox_command(self.box, super().format_kernel_cmd(extra_arguments), self.hidden)

@@ -30,7 +30,7 @@ import zipfile
 
 import numpy as np
 
-from workbook.course.grading import CODE_SHAPE, N_POINTS
+from workbook.course.grading import CODE_SHAPE, N_POINTS, PROBED
 from workbook.lab import assignment_spec as spec
 
 __all__ = ["AnswerKey", "judge", "serve", "main", "MAX_ARTIFACT_BYTES"]
@@ -47,6 +47,8 @@ MAX_ARTIFACT_BYTES = 4_000_000
 # (3,920 values), and a recording holds the values and gradients and the model's ~12 weights.
 MAX_ARRAYS = 64
 MAX_ARRAY_VALUES = max(N_POINTS, math.prod(CODE_SHAPE))
+# ... which, with its header (at most 64 kB in .npy's format 2), is at most this many bytes inflated.
+MAX_MEMBER_BYTES = 4 * MAX_ARRAY_VALUES + 2**16
 # Values agree within float32 rounding; model gradients within float32 summation noise.
 VALUE_TOLERANCE = 1e-5
 GRADIENT_TOLERANCE = 1e-3
@@ -96,13 +98,19 @@ def _recorded_arrays(grade_id, raw):
     for member in members:
         if not member.filename.endswith(".npy"):
             raise Unreadable(f"{grade_id}.npz holds {member.filename[:40]!r}, which is not an array")
+        # what its directory says it holds, before a byte of it is inflated (the header is checked again below)
+        if member.compress_size > MAX_ARTIFACT_BYTES or member.file_size > MAX_MEMBER_BYTES:
+            raise Unreadable(
+                f"{grade_id}.npz holds an array of {member.file_size:,} bytes; the largest this assignment "
+                f"records takes {MAX_MEMBER_BYTES:,}"
+            )
         with archive.open(member) as stream:
             arrays[member.filename[:-4]] = _bounded_array(grade_id, stream)
     return arrays
 
 
-def _bounded_array(grade_id, stream):
-    """One .npy array from ``stream``: float32, at most MAX_ARRAY_VALUES values, read only once its header says so."""
+def _array_header(grade_id, stream):
+    """(shape, fortran_order) of the .npy array opening ``stream``: float32, every length positive."""
     try:
         version = np.lib.format.read_magic(stream)
         if version not in ((1, 0), (2, 0)):
@@ -113,6 +121,14 @@ def _bounded_array(grade_id, stream):
         raise Unreadable(f"{grade_id}.npz is not an array file ({type(error).__name__})") from None
     if dtype != np.dtype("<f4"):
         raise Unreadable(f"{grade_id}.npz holds arrays that are not float32")
+    if not all(isinstance(length, int) and length >= 1 for length in shape):  # (-1,) would read everything
+        raise Unreadable(f"{grade_id}.npz holds an array of shape {str(shape)[:60]}: every length must be positive")
+    return shape, fortran_order
+
+
+def _bounded_array(grade_id, stream):
+    """One .npy array from ``stream``: float32, at most MAX_ARRAY_VALUES values, read only once its header says so."""
+    shape, fortran_order = _array_header(grade_id, stream)
     size = math.prod(shape)
     if size > MAX_ARRAY_VALUES:
         raise Unreadable(
@@ -164,7 +180,7 @@ def _values_and_gradients(fn, probe):
     from workbook.core.gradients import value_and_gradient
 
     found = {}
-    for name in ("x", "code"):
+    for name in PROBED:
         value, gradient = value_and_gradient(fn, tf.constant(probe[name]))
         found[f"{name}_value"], found[f"{name}_gradient"] = np.asarray(value), np.asarray(gradient)
     return found
@@ -204,17 +220,24 @@ def _function_verdict(arrays, answers, expected, forward, backward, what):
     if arrays is None:
         why = answers.get("error") if answers else "the hidden test did not record it (the cell failed before)"
         return False, f"✗ {what}: {why}."
-    keys = ["x_value", "code_value"] if forward else []
+    keys = [f"{name}_value" for name in PROBED] if forward else []
     problem = _compare(arrays, expected, keys, VALUE_TOLERANCE, f"{what}'s values")
     if problem is None and backward:
-        problem = _compare(arrays, expected, ["x_gradient", "code_gradient"], VALUE_TOLERANCE, f"{what}'s gradient")
-        if problem is None:
-            model_keys = sorted(key for key in expected if key.startswith("model_gradient_"))
-            what_model = f"the gradient through {what} inside the autoencoder"
-            problem = _compare(arrays, expected, model_keys, GRADIENT_TOLERANCE, what_model)
+        problem = _gradient_problem(arrays, expected, what)
     if problem:
         return False, problem
     return True, f"✓ {what}: checked by the grader on inputs drawn for this submission."
+
+
+def _gradient_problem(arrays, expected, what):
+    """None if the gradients agree, alone and inside the autoencoder; else the first that does not."""
+    gradients = [f"{name}_gradient" for name in PROBED]
+    problem = _compare(arrays, expected, gradients, VALUE_TOLERANCE, f"{what}'s gradient")
+    if problem is None:
+        model_keys = sorted(key for key in expected if key.startswith("model_gradient_"))
+        what_model = f"the gradient through {what} inside the autoencoder"
+        problem = _compare(arrays, expected, model_keys, GRADIENT_TOLERANCE, what_model)
+    return problem
 
 
 def _culprit_verdict(answers, culprit):
@@ -290,7 +313,7 @@ class _References:
         if grade_id not in self._found:
             if grade_id == "b_fix":  # the colleague's values forward, the quantizer's gradient backward
                 colleague = _values_and_gradients(colleague_bottleneck, self.probe)
-                values = {key: colleague[key] for key in ("x_value", "code_value")}
+                values = {f"{name}_value": colleague[f"{name}_value"] for name in PROBED}
                 self._found[grade_id] = {**self.expected("a_forward"), **values}
             else:
                 found = _values_and_gradients(self.key.quantizer, self.probe)
