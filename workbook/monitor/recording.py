@@ -325,8 +325,9 @@ class GradientNormRecorder(keras.callbacks.Callback):
             return dict.fromkeys(stuck, f"no op named: the finder failed ({text})")
         explained = {}
         for name in stuck:
-            mine = [f for f in report.findings if f"layer {name}" in f.cuts]
-            # No op cuts it in the graph: the gradient is 0 for these values (a ReLU at its kink, zeros in).
+            # An op that cuts it; not a zero measured on the way (a ReLU at its kink, zeros in), where no
+            # op cuts it in the graph and the gradient is 0 for these values.
+            mine = [f for f in report.findings if f"layer {name}" in f.cuts and f.reason != "measured_zero"]
             explained[name] = mine[0] if mine else "no op cuts it: its gradient is 0 for these values"
         return explained
 
