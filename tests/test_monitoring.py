@@ -16,6 +16,7 @@ from notebook_runner import clean_environment
 import workbook
 from workbook.core.figures import in_notebook
 from workbook.monitor.recording import GradientNormRecorder
+from workbook.monitor.train_function_swap import Swap, TrainFunctionSwap
 
 
 def int_cast(z):
@@ -469,6 +470,22 @@ def test_whole_numbers_of_any_integer_type_are_accepted():
     monitor = workbook.GradientNormMonitor(every=np.int64(3), refresh_seconds=0, live=np.bool_(False))
     assert (monitor.every, monitor.refresh_seconds, monitor.live) == (3, 0.0, False)
     assert type(monitor.every) is int and type(monitor.refresh_seconds) is float and type(monitor.live) is bool
+
+
+def test_train_function_swap_puts_back_what_it_replaced():
+    model = small_model(keras.Sequential)
+    before = model.train_function
+    swap = TrainFunctionSwap(model, call="monitored")
+    assert swap.state is Swap.UNPATCHED
+    swap.arm()
+    swap.arm()  # armed twice: still puts back Keras's, not itself
+    assert model.train_function == "monitored" and swap.state is Swap.ARMED
+    swap.disarm()
+    assert model.train_function is before and swap.state is Swap.UNPATCHED
+    swap.arm()
+    model.train_function = "made anew by Keras"
+    swap.disarm()  # what replaced the call meanwhile stays
+    assert model.train_function == "made anew by Keras" and swap.state is Swap.UNPATCHED
 
 
 # --- The two Keras internals the monitor stands on, pinned on both ends of the range --------

@@ -9,7 +9,6 @@ also when its body raises and when it is nested.
 """
 
 import contextlib
-import enum
 from dataclasses import dataclass
 
 # -- Keras: a model's train step, its optimizer, its train function -------------------------
@@ -50,40 +49,19 @@ def train_function_from(model, train_step):
         model.train_function = kept
 
 
-class Swap(enum.Enum):
-    """Whose function ``model.train_function`` is, as far as a :class:`TrainFunctionSwap` knows."""
+def train_function(model):
+    """The function ``fit`` calls for its next batch (its next ``steps_per_execution`` batches).
 
-    UNPATCHED = "Keras's own: nothing of the monitor's is in place"
-    ARMED = "the monitor's call, for the next batch only: it puts Keras's back when it runs"
-
-
-class TrainFunctionSwap:
-    """``model.train_function`` replaced by ``call`` for one batch at a time.
-
-    ``fit`` looks ``model.train_function`` up again for every batch and offers no other way to
-    run a step of one's own in its place. The swap spans two callbacks (a batch's begin and
-    end), so it is a pair of methods, not a ``with``: :meth:`arm` puts ``call`` in place,
-    :meth:`disarm` (called first thing by ``call``, and at the batch's end) puts back what
-    was there. ``state`` says which of the two was last done.
+    Used by the monitor (04). Keras keeps it in ``model.train_function`` and ``fit`` looks it
+    up again for every batch, after the callbacks' ``on_train_batch_begin``; no public hook runs
+    a step of one's own in its place.
     """
+    return model.train_function
 
-    def __init__(self, model, call):
-        self.model, self.call = model, call
-        self.replaced = None  # what model.train_function was when armed
-        self.state = Swap.UNPATCHED
 
-    def arm(self):
-        if self.model.train_function is not self.call:
-            self.replaced = self.model.train_function
-            self.model.train_function = self.call
-        self.state = Swap.ARMED
-
-    def disarm(self):
-        """Put back what :meth:`arm` replaced, if ``call`` is still in place (Keras may have made a new one)."""
-        if self.model.train_function is self.call:
-            self.model.train_function = self.replaced
-        self.replaced = None
-        self.state = Swap.UNPATCHED
+def set_train_function(model, function):
+    """Make ``function`` what ``fit`` calls for its next batch (see :func:`train_function`)."""
+    model.train_function = function
 
 
 # -- TensorFlow: what a user's own train_step differentiates --------------------------------
@@ -356,7 +334,7 @@ def kept_random_state():
         restore_random_state(state)
 
 
-# -- Python and Keras: the warnings Python shows, the call Keras's traceback filter stands for --
+# -- Python, Keras, tf.data: the warnings Python shows, Keras's traceback filter, a dataset's pipeline --
 
 
 @contextlib.contextmanager
@@ -384,43 +362,30 @@ def shown_warnings(callback):
             warnings._showwarnmsg = original
 
 
-def filtered_keras_call(frame):
-    """``(function, args, kwargs)`` when ``frame`` is Keras's traceback filter around that call, else None.
+#: The locals of the frame of Keras's traceback filter that hold the call it wraps: the function,
+#: its positional and its keyword arguments.
+KERAS_FILTERED_CALL_LOCALS = ("fn", "args", "kwargs")
+
+
+def keras_traceback_filter_code():
+    """The code object of the wrapper Keras's traceback filter puts around its calls, ``fit``'s included.
 
     Used by the missing-gradients extension (03). Keras drops its own frames from the
     traceback of an error (``fit``'s included) but the one of the wrapper that filters them,
-    ``keras.src.utils.traceback_utils.filter_traceback``'s ``error_handler``, whose locals are
-    the call it wrapped: that is the only trace left of the model and data of a failed ``fit``.
+    ``keras.src.utils.traceback_utils.filter_traceback``'s ``error_handler``, whose locals
+    :data:`KERAS_FILTERED_CALL_LOCALS` are the call it wrapped: that is the only trace left of the
+    model and data of a failed ``fit``. The wrapper is private; its code is the same for every call.
     """
     from keras.src.utils import traceback_utils
 
-    if frame.f_code is not traceback_utils.filter_traceback(len).__code__:
-        return None
-    local = frame.f_locals
-    return local.get("fn"), tuple(local.get("args", ())), dict(local.get("kwargs", {}))
+    return traceback_utils.filter_traceback(len).__code__
 
 
-#: Dataset ops whose next iterator draws other data than the last one did: a shuffle or a random
-#: source advances its seed for each new iterator, and a cache is being filled by the first.
-DRAWING_DATASET_OPS = ("Shuffle", "Random", "Sampling", "SeedGenerator", "Cache")
+def dataset_variant(dataset):
+    """The variant tensor of a ``tf.data.Dataset``: the only handle on its pipeline.
 
-
-def dataset_reads_again_alike(dataset):
-    """Whether a new iterator of the ``tf.data.Dataset`` reads the same data and changes nothing.
-
-    Used by the missing-gradients extension (03). ``tf.raw_ops.DatasetToGraphV2`` with the
-    policy FAIL (2) refuses a pipeline with state outside it (a Python generator, a
-    ``py_function``, a random op in a map, a variable); a shuffle serialises but reshuffles
-    for each iterator, so :data:`DRAWING_DATASET_OPS` are refused by name. The private
-    ``dataset._variant_tensor`` is the only handle on the pipeline.
+    Used by the missing-gradients extension (03), which serialises the pipeline with
+    ``tf.raw_ops.DatasetToGraphV2`` to learn whether a new iterator reads the same data; the
+    op takes this tensor, which TensorFlow keeps in the private ``dataset._variant_tensor``.
     """
-    import tensorflow as tf
-
-    try:
-        serialized = tf.raw_ops.DatasetToGraphV2(input_dataset=dataset._variant_tensor, external_state_policy=2)
-    except tf.errors.FailedPreconditionError:
-        return False
-    graph = tf.compat.v1.GraphDef.FromString(serialized.numpy())
-    ops = [node.op for node in graph.node]
-    ops += [node.op for function in graph.library.function for node in function.node_def]
-    return not any(word in op for op in ops for word in DRAWING_DATASET_OPS)
+    return dataset._variant_tensor

@@ -273,8 +273,6 @@ def _training_call_of(positions):
 
 def _call_in_frame(frame, keras):
     """(method, model, data arguments) if ``frame`` runs a Keras fit / train_on_batch, or Keras's filter around one."""
-    from workbook.core.internals import filtered_keras_call
-
     if frame.f_code.co_name in TRAINING_CALLS:  # the method's own frame (on the stack, or not filtered out)
         model, local = frame.f_locals.get("self"), frame.f_locals
         arguments = {name: local.get(name) for name in DATA_ARGUMENTS}
@@ -290,6 +288,21 @@ def _call_in_frame(frame, keras):
     except TypeError:
         return None
     return function.__name__, args[0], {name: bound.arguments.get(name) for name in DATA_ARGUMENTS}
+
+
+def filtered_keras_call(frame):
+    """``(function, args, kwargs)`` when ``frame`` is Keras's traceback filter around that call, else None.
+
+    Keras leaves no frame of its own in the traceback of a failed ``fit`` but that of the
+    wrapper that filters them (:func:`workbook.core.internals.keras_traceback_filter_code`),
+    whose locals hold the call it wrapped.
+    """
+    from workbook.core import internals
+
+    if frame.f_code is not internals.keras_traceback_filter_code():
+        return None
+    function, args, kwargs = (frame.f_locals.get(name) for name in internals.KERAS_FILTERED_CALL_LOCALS)
+    return function, tuple(args or ()), dict(kwargs or {})
 
 
 def _is_yours_frame(frame):
@@ -346,14 +359,39 @@ def _is_count(value):
 
 
 def _first_batch_of_dataset(dataset):
-    from workbook.core.internals import dataset_reads_again_alike
-
     if not dataset_reads_again_alike(dataset):
         return None, hints.PIPELINE
     batch = next(iter(dataset), None)  # a new iterator: the ones fit uses are left as they were
     if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
         return None, hints.NOT_TUPLES
     return tuple(batch), None
+
+
+#: Dataset ops whose next iterator draws other data than the last one did: a shuffle or a random
+#: source advances its seed for each new iterator, and a cache is being filled by the first.
+DRAWING_DATASET_OPS = ("Shuffle", "Random", "Sampling", "SeedGenerator", "Cache")
+
+
+def dataset_reads_again_alike(dataset):
+    """Whether a new iterator of the ``tf.data.Dataset`` reads the same data and changes nothing.
+
+    ``tf.raw_ops.DatasetToGraphV2`` with the policy FAIL (2) refuses a pipeline with state
+    outside it (a Python generator, a ``py_function``, a random op in a map, a variable); a
+    shuffle serialises but reshuffles for each iterator, so :data:`DRAWING_DATASET_OPS` are
+    refused by name.
+    """
+    import tensorflow as tf
+
+    from workbook.core.internals import dataset_variant
+
+    try:
+        serialized = tf.raw_ops.DatasetToGraphV2(input_dataset=dataset_variant(dataset), external_state_policy=2)
+    except tf.errors.FailedPreconditionError:
+        return False
+    graph = tf.compat.v1.GraphDef.FromString(serialized.numpy())
+    ops = [node.op for node in graph.node]
+    ops += [node.op for function in graph.library.function for node in function.node_def]
+    return not any(word in op for op in ops for word in DRAWING_DATASET_OPS)
 
 
 def _is_arrays(value):

@@ -93,6 +93,7 @@ import numpy as np
 
 from workbook.core import internals
 from workbook.core.arguments import is_whole_number, refuse
+from workbook.monitor.train_function_swap import TrainFunctionSwap
 
 #: Attribute of Keras's train function that keeps the monitored step made for it.
 _STEP = "_workbook_monitored_step"
@@ -364,10 +365,10 @@ class _MonitoredStep:
     @classmethod
     def of(cls, model):
         """The monitored step kept with `model`'s train function (made now if there is none)."""
-        step = getattr(model.train_function, _STEP, None)
-        if step is not None and model.train_function is step.call:
+        step = getattr(internals.train_function(model), _STEP, None)
+        if step is not None and internals.train_function(model) is step.call:
             step.disarm()  # armed for a batch that never ran (see the module docstring)
-        keras_function = model.train_function
+        keras_function = internals.train_function(model)
         step = getattr(keras_function, _STEP, None)
         if step is None or step.model is not model:
             step = cls(model)
@@ -410,7 +411,7 @@ class _MonitoredStep:
 
         setattr(call, _STEP, self)
         self.call = call
-        self.swap = internals.TrainFunctionSwap(model, call)  # call in model.train_function for one batch
+        self.swap = TrainFunctionSwap(model, call)  # call in model.train_function for one batch
         self.function = self._make_function()
 
     def _make_function(self):
