@@ -19,6 +19,8 @@ SEEDS = (0, 1, 2)
 #: The notebook's `parameters` cell.
 CLASSROOM = {"n_train": 4000, "n_test": 2000, "epochs": 3, "batch_size": 64}
 BNN = {"kernel_quantizer": "sign_clipped_ste", "input_quantizer": "sign_clipped_ste"}
+#: The two networks without batch normalisation whose gradient norms the notebook's monitors compare.
+WINDOWS = ("BNN without batch normalisation", "window of 20")
 
 
 def networks():
@@ -29,6 +31,11 @@ def networks():
         "BNN, first and last float": BNN,
         "BNN, every layer binary": {**BNN, "float_first": False, "float_last": False},
         "BNN without batch normalisation": {**BNN, "batch_norm": False},
+        "window of 20": {
+            "kernel_quantizer": "sign_clipped_ste",
+            "input_quantizer": workbook.SURROGATES["sign_clipped_ste"].with_params(clip=20.0),
+            "batch_norm": False,
+        },
     }
     for bits in (2, 4):
         for name in workbook.STRAIGHT_THROUGH_CLIPS:
@@ -46,8 +53,9 @@ def claims(seed, n_train, n_test, epochs, batch_size=64):
     (x_train, y_train), (x_test, y_test) = workbook.load_mnist(n_train, n_test, source="bundled", seed=seed)
     data = dict(x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test, epochs=epochs, batch_size=batch_size)
     runs, flips = {}, workbook.KernelSignFlips()
+    monitors = {label: workbook.GradientNormMonitor(every=2, live=False) for label in WINDOWS}
     for label, arguments in networks().items():
-        callbacks = [flips] if label == "binary weights" else []
+        callbacks = [flips] if label == "binary weights" else [monitors[label]] if label in monitors else []
         model = workbook.quantised_mlp(**arguments, seed=seed)
         runs[label] = workbook.train_classifier(model, **data, seed=seed, callbacks=callbacks)
     errors = {label: 1 - run.correct for label, run in runs.items()}
@@ -78,8 +86,13 @@ def claims(seed, n_train, n_test, epochs, batch_size=64):
     held["LSQ with and without the gradient scale: neither clearly better"] = not (
         clearly_better(scaled, unscaled) or clearly_better(unscaled, scaled)
     )
+    closed, opened = (np.nanmedian(monitors[label].history.norms, axis=0) for label in WINDOWS)
+    held["behind the closed window the gradient is under half the wide window's, the last layer's alike"] = bool(
+        np.all(closed[:2] < 0.5 * opened[:2]) and 0.5 < closed[2] / opened[2] < 2
+    )
     held["figures"] = ", ".join(f"{label} {run.accuracy:.3f}" for label, run in runs.items()) + (
         f"; flips per epoch {np.round([share[0] for share in flips.flips], 4).tolist()}"
+        f"; median gradient norms, window 1 {np.round(closed, 3).tolist()}, window 20 {np.round(opened, 3).tolist()}"
     )
     return held
 
