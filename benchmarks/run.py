@@ -23,6 +23,8 @@ SECTIONS = [
     "quiet_cost",
     "estimator_cost",
     "notebook_06_seeds",
+    "quantisation_cost",
+    "notebook_07_seeds",
     "notebook_budgets",
     "grading_time",
     "book_build",

@@ -1,4 +1,4 @@
-"""`make book`: notebooks 00-06, executed, as a static HTML site (Sphinx with MyST-NB).
+"""`make book`: every numbered notebook (00, 01, ...), executed, as a static HTML site (Sphinx with MyST-NB).
 
 Three steps, each its own function:
 

@@ -636,6 +636,46 @@ BAD_CALLS = {
     "check_gumbel_softmax_st(n_samples=10**9)": (lambda: check_gumbel(n_samples=10**9), ["n_samples=1000000000"]),
     "check_gumbel_softmax_st(seed=-1)": (lambda: check_gumbel(seed=-1), ["seed=-1"]),
     "check_gumbel_softmax_st(atol=nan)": (lambda: check_gumbel(atol=math.nan), ["atol=nan"]),
+    # quantisation/ (07)
+    "QuantDense(kernel_quantizer='sgn')": (
+        lambda: workbook.QuantDense(3, kernel_quantizer="sgn"),
+        ["QuantDense: kernel_quantizer='sgn'", "sign_clipped_ste"],
+    ),
+    "QuantConv2D(input_quantizer=2)": (
+        lambda: workbook.QuantConv2D(3, 3, input_quantizer=2),
+        ["QuantConv2D: input_quantizer=2", "a quantiser layer"],
+    ),
+    "WeightClip(-1)": (lambda: workbook.WeightClip(-1), ["WeightClip: clip_value=-1", "(0, 1e6]"]),
+    "ActivationQuantizer(0)": (lambda: workbook.ActivationQuantizer(0), ["bits=0", "from 1 to 16"]),
+    "ActivationQuantizer(2, 'tanh')": (
+        lambda: workbook.ActivationQuantizer(2, "tanh"),
+        ["straight_through='tanh'", "clipped_relu"],
+    ),
+    "LearnedStepQuantizer(1, role='weights')": (
+        lambda: workbook.LearnedStepQuantizer(1, role="weights"),
+        ["bits=1", "from 2 to 16"],
+    ),
+    "LearnedStepQuantizer(role='bias')": (lambda: workbook.LearnedStepQuantizer(2, role="bias"), ["role='bias'"]),
+    "LearnedStepQuantizer(gradient_scale='yes')": (
+        lambda: workbook.LearnedStepQuantizer(2, gradient_scale="yes"),
+        ["gradient_scale='yes'", "True or False"],
+    ),
+    "LearnedStepQuantizer(initial_step=0)": (
+        lambda: workbook.LearnedStepQuantizer(2, initial_step=0),
+        ["initial_step=0", "or None"],
+    ),
+    "memory_summary('model')": (lambda: workbook.memory_summary("model"), ["memory_summary: model='model'"]),
+    "quantised_mlp(hidden=())": (lambda: workbook.quantised_mlp(hidden=()), ["hidden=()", "positive whole numbers"]),
+    "train_classifier(epochs=0)": (
+        lambda: workbook.train_classifier(None, None, None, None, None, epochs=0),
+        ["train_classifier: epochs=0"],
+    ),
+    "step_gradient_ratios(float model)": (
+        lambda: workbook.step_gradient_ratios(workbook.quantised_mlp(hidden=(4,)), None, None),
+        ["step_gradient_ratios: model=", "LearnedStepQuantizer"],
+    ),
+    "check_learned_step(None)": (lambda: workbook.check_learned_step(None), ["fn=None"]),
+    "check_learned_step(bits=(9,))": (lambda: workbook.check_learned_step(lambda *a: a[0], bits=(9,)), ["bits=(9,)"]),
 }
 
 
@@ -680,6 +720,7 @@ def test_the_names_checked_here_are_every_public_name_that_takes_arguments():
     without_arguments = {"environment_report", "check_versions", "SURROGATES", "GradientReport", "Finding"}
     # Built by workbook.autoencoder; its arguments are a Sequential's.
     without_arguments.add("ScoreFunctionAutoencoder")
+    without_arguments |= {"KernelSignFlips", "STRAIGHT_THROUGH_CLIPS"}  # a callback of no arguments, a tuple (07)
     covered = {row.split("(")[0] for row in BAD_CALLS} | {"SURROGATES"}  # through with_params
     assert set(workbook.__all__) - without_arguments - covered == set()
     assert "layers.Surrogate" in covered

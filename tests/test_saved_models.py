@@ -75,3 +75,21 @@ def test_a_saved_score_function_autoencoder_comes_back_as_one():
     model = load("autoencoder_score_function_mode")
     assert type(model).__name__ == "ScoreFunctionAutoencoder"
     assert model.get_layer("bottleneck").estimator == "score_function"
+
+
+def test_a_saved_quantised_model_forwards_and_backpropagates_as_it_did_when_saved():
+    # notebook 07's layers: a binarised convolution, k-bit activations and learned steps, saved with Keras 3.8
+    model = load("quantised")
+    expected = dict(np.load(SAVED / "expected_quantised.npz"))
+    x = tf.constant(expected["x"])
+    with tf.GradientTape() as tape:
+        y = model(x)
+    np.testing.assert_allclose(y.numpy(), expected["y"], rtol=1e-5, atol=1e-6)
+    gradients = tape.gradient(y, model.trainable_weights)
+    assert len(gradients) == len(expected) - 2 == 10  # 3 kernels and biases, gamma and beta, 2 learned steps
+    for index, gradient in enumerate(gradients):
+        np.testing.assert_allclose(gradient.numpy(), expected[f"d/{index}"], rtol=1e-4, atol=1e-5)
+    learned = model.get_layer("learned_step")
+    assert (learned.kernel_quantizer.bits, learned.kernel_quantizer.role) == (3, "weights")
+    assert learned.input_quantizer.straight_through == "relu"
+    assert model.get_layer("binary_conv").kernel_constraint.clip_value == 1.0

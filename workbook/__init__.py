@@ -47,6 +47,19 @@ _EXPORTS = {
     "measure_estimators": "estimators.bias_variance",
     "plot_bias_variance": "estimators.plots",
     "check_gumbel_softmax_st": "estimators.checks",
+    # quantisation/: quantisation-aware training, binarised and low-bit layers (07)
+    "QuantDense": "quantisation.layers",
+    "QuantConv2D": "quantisation.layers",
+    "WeightClip": "quantisation.layers",
+    "ActivationQuantizer": "quantisation.quantizers",
+    "LearnedStepQuantizer": "quantisation.quantizers",
+    "STRAIGHT_THROUGH_CLIPS": "quantisation.quantizers",
+    "memory_summary": "quantisation.summary",
+    "quantised_mlp": "quantisation.training",
+    "train_classifier": "quantisation.training",
+    "KernelSignFlips": "quantisation.training",
+    "step_gradient_ratios": "quantisation.training",
+    "check_learned_step": "quantisation.checks",
 }
 
 # submodules a notebook may reach as workbook.NAME without importing them first: workbook.layers

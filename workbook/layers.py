@@ -3,10 +3,24 @@ all, so ``keras.saving.load_model(path, safe_mode=True)`` loads any saved model 
 
 ``Surrogate`` (02_surrogate_zoo.ipynb) is defined in workbook.surrogates.layer;
 ``DiscreteBottleneck``, ``VectorQuantizer`` and ``ScoreFunctionAutoencoder``
-(06_beyond_straight_through.ipynb) in workbook.estimators.layers.
+(06_beyond_straight_through.ipynb) in workbook.estimators.layers; ``QuantDense``, ``QuantConv2D``,
+``WeightClip``, ``ActivationQuantizer`` and ``LearnedStepQuantizer``
+(07_quantisation_aware_training.ipynb) in workbook.quantisation.
 """
 
 from workbook.estimators.layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
+from workbook.quantisation.layers import QuantConv2D, QuantDense, WeightClip
+from workbook.quantisation.quantizers import ActivationQuantizer, LearnedStepQuantizer
 from workbook.surrogates.layer import Surrogate
 
-__all__ = ["DiscreteBottleneck", "ScoreFunctionAutoencoder", "Surrogate", "VectorQuantizer"]
+__all__ = [
+    "ActivationQuantizer",
+    "DiscreteBottleneck",
+    "LearnedStepQuantizer",
+    "QuantConv2D",
+    "QuantDense",
+    "ScoreFunctionAutoencoder",
+    "Surrogate",
+    "VectorQuantizer",
+    "WeightClip",
+]
