@@ -155,6 +155,21 @@ def grappler_passes_off(names):
         tf.config.optimizer.set_experimental_options({name: before.get(name) for name in names})
 
 
+# -- TensorFlow: which CPU kernels it runs ---------------------------------------------------
+
+
+def onednn_kernels_on():
+    """True where the TensorFlow loaded runs oneDNN's CPU kernels, as it decided when it loaded.
+
+    TensorFlow decides from ``TF_ENABLE_ONEDNN_OPTS`` and the CPU (on by default only where it
+    has AVX-512 VNNI or BF16, or AMX) and offers no public way to ask; ``IsMklEnabled`` is the
+    function its own tests use. Loads TensorFlow.
+    """
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 # -- TensorFlow: graphs, their functions, and gradient functions ------------------------------
 
 
