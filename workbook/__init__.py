@@ -47,6 +47,11 @@ _EXPORTS = {
     "measure_estimators": "estimators.bias_variance",
     "plot_bias_variance": "estimators.plots",
     "check_gumbel_softmax_st": "estimators.checks",
+    # spiking/: spiking networks trained through time with surrogate gradients (08)
+    "random_spike_patterns": "spiking.data",
+    "randman_spikes": "spiking.data",
+    "spiking_classifier": "spiking.networks",
+    "plot_spikes": "spiking.plots",
 }
 
 # submodules a notebook may reach as workbook.NAME without importing them first: workbook.layers

@@ -3,10 +3,12 @@ all, so ``keras.saving.load_model(path, safe_mode=True)`` loads any saved model 
 
 ``Surrogate`` (02_surrogate_zoo.ipynb) is defined in workbook.surrogates.layer;
 ``DiscreteBottleneck``, ``VectorQuantizer`` and ``ScoreFunctionAutoencoder``
-(06_beyond_straight_through.ipynb) in workbook.estimators.layers.
+(06_beyond_straight_through.ipynb) in workbook.estimators.layers; ``LIF`` and ``LeakyReadout``
+(08_spiking_networks.ipynb) in workbook.spiking.neurons.
 """
 
 from workbook.estimators.layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
+from workbook.spiking.neurons import LIF, LeakyReadout
 from workbook.surrogates.layer import Surrogate
 
-__all__ = ["DiscreteBottleneck", "ScoreFunctionAutoencoder", "Surrogate", "VectorQuantizer"]
+__all__ = ["LIF", "DiscreteBottleneck", "LeakyReadout", "ScoreFunctionAutoencoder", "Surrogate", "VectorQuantizer"]
