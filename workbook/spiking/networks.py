@@ -12,7 +12,7 @@ import numpy as np
 from workbook.core.arguments import check_count, check_seed, is_number, refuse
 from workbook.spiking.neurons import LIF, LeakyReadout
 
-__all__ = ["spiking_classifier", "train_steps", "accuracy"]
+__all__ = ["spiking_classifier", "train_steps", "accuracy", "peak_one"]
 
 
 def spiking_classifier(
@@ -88,3 +88,22 @@ def accuracy(model, x, y):
     """The share of ``x`` whose highest-scoring class is ``y``."""
     scores = model(x, training=False)  # eagerly: a predict() would trace the unrolled network once more
     return float(np.mean(np.argmax(np.asarray(scores), axis=-1) == np.asarray(y)))
+
+
+def peak_one(surrogate):
+    """The same spike with its surrogate derivative divided by its value at 0: a peak of 1 at the threshold.
+
+    Introduced in 08_spiking_networks.ipynb: Zenke & Vogels (2021) compare shapes normalised so.
+    The result is a ``workbook.surrogate(...)`` of its own, so a layer using it cannot be saved.
+    """
+    from workbook.surrogates.catalogue import SurrogateGradient
+    from workbook.surrogates.catalogue import surrogate as make_surrogate
+
+    if not isinstance(surrogate, SurrogateGradient):
+        refuse("surrogate", surrogate, "a surrogate, e.g. workbook.SURROGATES['step_sigmoid']", "peak_one")
+    peak = float(np.asarray(surrogate.derivative(np.zeros(1, dtype="float32")))[0])
+    if not peak > 0:
+        refuse("surrogate", surrogate, "a surrogate whose derivative at 0 is above 0", "peak_one")
+    return make_surrogate(
+        surrogate.forward, lambda x: surrogate.derivative(x) / peak, name=f"{surrogate.name}_peak_one"
+    )

@@ -110,6 +110,9 @@ class LIF(keras.layers.Layer):
 
     def run(self, inputs):
         """Spikes and membranes, each shaped (batch, steps, units)."""
+        if not self.built:  # called before the layer's first __call__, which would build it
+            self.build(tuple(inputs.shape))
+            self.built = True
         currents = ops.matmul(_time_major(inputs, "LIF"), self.kernel)
         spikes, membranes = lif_steps(
             currents, self.surrogate, self.beta, self.threshold, self.detach_reset, self.recurrent_kernel
