@@ -206,3 +206,27 @@ def test_bad_arguments_are_named(build, match):
 def test_a_layer_without_a_fixed_number_of_steps_says_so():
     with pytest.raises(ValueError, match="fixed number of time steps"):
         LIF(3)(keras.Input((None, 5)))
+
+
+def test_the_raster_draws_one_tick_per_spike_and_the_traces_the_membranes():
+    from workbook.spiking.plots import plot_spikes
+
+    x, kernel, _, _ = problem(seed=4, batch=1, steps=40)
+    expected_spikes, expected_membranes = numpy_lif(x, kernel, None, 0.8, 1.0)
+    figure = plot_spikes(x[0], expected_spikes[0], expected_membranes[0], n_traces=2)
+    raster_in, raster_out, traces = figure.axes
+    assert len(raster_in.collections[0].get_offsets()) == x[0].sum()
+    assert len(raster_out.collections[0].get_offsets()) == expected_spikes[0].sum() > 0
+    busiest = np.argsort(-expected_spikes[0].sum(axis=0), kind="stable")[:2]
+    drawn = [line for line in traces.get_lines() if line.get_label().startswith("neuron")]
+    for line, neuron in zip(drawn, busiest, strict=True):
+        np.testing.assert_allclose(line.get_ydata(), expected_membranes[0][:, neuron])
+    with pytest.raises(ValueError, match="plot_spikes: membranes="):
+        plot_spikes(x[0], expected_spikes[0], expected_membranes[0][:-1])
+
+
+def test_a_layer_runs_before_its_first_call():
+    x, kernel, _, _ = problem()
+    layer = LIF(3)
+    spikes, membranes = layer.run(x)
+    assert layer.built and spikes.shape == membranes.shape == (3, 25, 3)

@@ -4,6 +4,7 @@ Introduced in 08_spiking_networks.ipynb (and used in 02_surrogate_zoo.ipynb's sp
 """
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from workbook.core.arguments import refuse
 from workbook.core.figures import PALETTE, WIDEST, new_figure
@@ -36,6 +37,7 @@ def plot_spikes(inputs, spikes, membranes, threshold=1.0, n_traces=3, title=None
         ax.scatter(steps, neurons, marker="|", s=40, color=colour)
         ax.set_ylabel(label)
         ax.set_ylim(-0.5, array.shape[1] - 0.5)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # neurons are counted, never halved
     raster_in.set_title(f"input spikes ({int(inputs.sum())})")
     raster_out.set_title(f"output spikes ({int(spikes.sum())})")
     colours = [PALETTE["vermillion"], PALETTE["bluish green"], PALETTE["reddish purple"], PALETTE["orange"]]
