@@ -230,3 +230,18 @@ def test_a_layer_runs_before_its_first_call():
     layer = LIF(3)
     spikes, membranes = layer.run(x)
     assert layer.built and spikes.shape == membranes.shape == (3, 25, 3)
+
+
+def test_peak_one_divides_the_derivative_by_its_peak_and_keeps_the_forward():
+    from workbook.spiking.networks import peak_one
+
+    sigmoid = workbook.SURROGATES["step_sigmoid"].with_params(slope=40.0)
+    scaled = peak_one(sigmoid)
+    x = np.linspace(-0.5, 0.5, 11, dtype="float32")
+    # the sigmoid's derivative k s (1 - s) peaks at k / 4 = 10, written out
+    z = 40.0 * x.astype("float64")  # s (1 - s) as s(z) s(-z): 1 - s in float32 would lose the tails
+    expected = 40.0 / (1 + np.exp(-z)) / (1 + np.exp(z)) / 10.0
+    np.testing.assert_allclose(np.asarray(scaled.derivative(x)), expected, rtol=1e-5, atol=1e-9)
+    np.testing.assert_array_equal(np.asarray(scaled(x)), (x > 0).astype("float32"))
+    with pytest.raises(ValueError, match="peak_one: surrogate="):
+        peak_one("step_sigmoid")

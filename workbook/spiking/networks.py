@@ -11,6 +11,8 @@ import numpy as np
 
 from workbook.core.arguments import check_count, check_seed, is_number, refuse
 from workbook.spiking.neurons import LIF, LeakyReadout
+from workbook.surrogates.catalogue import SurrogateGradient
+from workbook.surrogates.catalogue import surrogate as make_surrogate
 
 __all__ = ["spiking_classifier", "train_steps", "accuracy", "peak_one"]
 
@@ -96,9 +98,6 @@ def peak_one(surrogate):
     Introduced in 08_spiking_networks.ipynb: Zenke & Vogels (2021) compare shapes normalised so.
     The result is a ``workbook.surrogate(...)`` of its own, so a layer using it cannot be saved.
     """
-    from workbook.surrogates.catalogue import SurrogateGradient
-    from workbook.surrogates.catalogue import surrogate as make_surrogate
-
     if not isinstance(surrogate, SurrogateGradient):
         refuse("surrogate", surrogate, "a surrogate, e.g. workbook.SURROGATES['step_sigmoid']", "peak_one")
     peak = float(np.asarray(surrogate.derivative(np.zeros(1, dtype="float32")))[0])
