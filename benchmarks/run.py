@@ -20,6 +20,7 @@ SECTIONS = [
     "missing_gradients_overhead",
     "monitor_overhead",
     "surrogate_overhead",
+    "spiking_cost",
     "quiet_cost",
     "estimator_cost",
     "notebook_06_seeds",

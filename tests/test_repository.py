@@ -25,6 +25,11 @@ from packaging.utils import canonicalize_name
 
 import workbook
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10, the oldest end: tomli, which pytest itself needs there
+    import tomli as tomllib
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 README = ROOT / "README.md"
@@ -507,3 +512,11 @@ def test_bundled_data_has_its_provenance_beside_it():
     for archive in archives:
         assert archive.name in note, f"workbook/bundled/README.md should describe {archive.name}"
     assert "CC BY-SA" in note and "LeCun" in note
+
+
+def test_every_folder_of_the_package_is_installed():
+    # A folder left out of pyproject.toml's packages is missing from every non-editable install
+    # (Colab's, Binder's, a wheel), though an editable one finds it.
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    on_disk = {".".join(path.parent.relative_to(ROOT).parts) for path in (ROOT / "workbook").rglob("*.py")}
+    assert not on_disk - set(declared), f"pyproject.toml's packages leave out {sorted(on_disk - set(declared))}"

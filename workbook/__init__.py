@@ -60,6 +60,11 @@ _EXPORTS = {
     "KernelSignFlips": "quantisation.training",
     "step_gradient_ratios": "quantisation.training",
     "check_learned_step": "quantisation.checks",
+    # spiking/: spiking networks trained through time with surrogate gradients (08)
+    "random_spike_patterns": "spiking.data",
+    "randman_spikes": "spiking.data",
+    "spiking_classifier": "spiking.networks",
+    "plot_spikes": "spiking.plots",
 }
 
 # submodules a notebook may reach as workbook.NAME without importing them first: workbook.layers

@@ -71,18 +71,27 @@ class Surrogate(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        key = self.surrogate.name
-        if not self.surrogate.same_definition(SURROGATES.get(key)):
-            raise NotImplementedError(
-                f"The Surrogate layer {self.name!r} holds your own surrogate {key!r}, which is not "
-                f"in workbook.SURROGATES, so it cannot be saved. Add it to the catalog first "
-                f"(workbook.SURROGATES[{key!r}] = your_surrogate), or use a catalog key."
-            )
+        key = catalog_key(self.surrogate, f"The Surrogate layer {self.name!r} holds")
         return {**super().get_config(), "surrogate": key, **self.surrogate.params}
 
     def __repr__(self):
         args = "".join(f", {key}={value!r}" for key, value in self.surrogate.params.items())
         return f"<Surrogate({self.surrogate.name!r}{args}) name={self.name!r}>"
+
+
+def catalog_key(surrogate, holder):
+    """The catalog key a layer saves for ``surrogate``; NotImplementedError if it is not from the catalog.
+
+    ``holder`` begins the message, e.g. "The Surrogate layer 'spike' holds".
+    """
+    key = surrogate.name
+    if not surrogate.same_definition(SURROGATES.get(key)):
+        raise NotImplementedError(
+            f"{holder} your own surrogate {key!r}, which is not "
+            f"in workbook.SURROGATES, so it cannot be saved. Add it to the catalog first "
+            f"(workbook.SURROGATES[{key!r}] = your_surrogate), or use a catalog key."
+        )
+    return key
 
 
 def _resolve(surrogate, params):

@@ -17,7 +17,7 @@ from keras import ops
 
 from workbook.core.arguments import check_callable, check_flag, is_number, refuse
 
-__all__ = ["lif_run"]
+__all__ = ["lif_run", "lif_steps"]
 
 
 def lif_run(inputs, weights, surrogate, beta=0.9, threshold=1.0, detach_reset=True):
@@ -58,10 +58,23 @@ def lif_run(inputs, weights, surrogate, beta=0.9, threshold=1.0, detach_reset=Tr
     if len(getattr(weights, "shape", ())) != 2 or weights.shape[0] != inputs.shape[1]:
         refuse("weights", weights, f"shaped (n_inputs, n_neurons) with n_inputs = {inputs.shape[1]}", owner)
     currents = ops.matmul(ops.cast(inputs, weights.dtype), weights)  # x_t @ w for every step at once
+    return lif_steps(currents, surrogate, beta, threshold, detach_reset)
+
+
+def lif_steps(currents, surrogate, beta=0.9, threshold=1.0, detach_reset=True, recurrent_weights=None):
+    """The recursion itself, on input currents already weighted: time on the first axis.
+
+    Introduced in 02_surrogate_zoo.ipynb (through :func:`lif_run`); the spiking layer of
+    08_spiking_networks.ipynb runs it on a batch, ``currents`` shaped (steps, batch, neurons).
+    With ``recurrent_weights`` (neurons, neurons) the spikes of step t-1 add ``s_{t-1} @ v``
+    to the current of step t. The arguments are checked by the callers.
+    """
     membrane = spike = ops.zeros_like(currents[0])
     spikes, membranes = [], []
-    for t in range(int(inputs.shape[0])):  # a Python loop: unrolled, in a tf.function too
+    for t in range(int(currents.shape[0])):  # a Python loop: unrolled, in a tf.function too
         current = currents[t]
+        if recurrent_weights is not None:
+            current = current + ops.matmul(spike, recurrent_weights)
         reset = ops.stop_gradient(spike) if detach_reset else spike
         membrane = beta * membrane + current - threshold * reset
         spike = surrogate(membrane - threshold)
