@@ -97,7 +97,13 @@ def test_this_environment_is_in_the_range_pyproject_declares_and_check_versions_
 
 @pytest.mark.parametrize(
     "version, expected",
-    [("2.18.1", (2, 18, 1)), ("2.19.0rc1", (2, 19, 0)), ("3.10.0.dev20250101", (3, 10, 0)), ("1.26", (1, 26))],
+    [
+        ("2.18.1", (2, 18, 1)),
+        ("2.19.0rc1", (2, 19, 0)),
+        ("3.10.0.dev20250101", (3, 10, 0)),
+        ("1.26", (1, 26)),
+        ("3.10.12+", (3, 10, 12)),  # platform.python_version() of some builds
+    ],
 )
 def test_version_tuple_keeps_the_release_numbers_and_drops_suffixes(version, expected):
     assert compatibility.version_tuple(version) == expected

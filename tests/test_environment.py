@@ -204,3 +204,15 @@ def test_setup_with_tensorflow_unimportable_keeps_the_error_and_says_what_to_do(
         last = done.stderr.strip().splitlines()[-1]
         assert last.startswith("ImportError: workbook.setup: the workbook needs TensorFlow 2.18 or newer"), last
         assert "make lab" in last and '"tensorflow>=2.18"' in last
+
+
+def test_the_report_goes_on_when_the_cpu_kernels_cannot_be_read(monkeypatch):
+    # onednn_kernels_on reaches a private TensorFlow function a build may lack: setup() must not fail on it.
+    from workbook.core import environment, internals
+
+    def missing():
+        raise ImportError("cannot import name '_pywrap_util_port'")
+
+    monkeypatch.setattr(internals, "onednn_kernels_on", missing)
+    report = environment.environment_report()
+    assert report["cpu kernels"] == "unknown" and report["tensorflow"]

@@ -11,9 +11,8 @@ plainly when a package is older than the workbook supports.
 
 import importlib.metadata
 import platform
+import re
 import sys
-
-from packaging.version import InvalidVersion, Version  # pip's own reading; Keras and matplotlib require it
 
 #: The oldest version of each package the workbook supports: pyproject.toml's floors.
 MINIMUM_VERSIONS = {
@@ -46,11 +45,16 @@ def on_colab():
 
 
 def version_tuple(version):
-    """``"2.18.1"`` -> ``(2, 18, 1)``; pre-release and local suffixes are ignored (``"2.19.0rc1"`` -> (2, 19, 0))."""
-    try:
-        return Version(str(version)).release
-    except InvalidVersion:
-        raise ValueError(f"version={version!r} is not a version number such as '2.18.1'.") from None
+    """``"2.18.1"`` -> ``(2, 18, 1)``; pre-release and local suffixes are ignored (``"2.19.0rc1"`` -> (2, 19, 0)).
+
+    Not ``packaging.version``: Python's own version string can end in ``+`` (``"3.10.12+"``, as
+    ``platform.python_version()`` gives it for some builds), which is no PEP 440 version, and this
+    module must work before anything but the standard library is known to import.
+    """
+    numbers = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(version))
+    if numbers is None:
+        raise ValueError(f"version={version!r} is not a version number such as '2.18.1'.")
+    return tuple(int(part) for part in numbers.group(1).split("."))
 
 
 def installed_versions():

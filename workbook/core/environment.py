@@ -139,7 +139,10 @@ def environment_report():
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
-    onednn = internals.onednn_kernels_on()
+    try:
+        kernels = "oneDNN" if internals.onednn_kernels_on() else "TensorFlow's own (oneDNN off)"
+    except Exception:  # a private function a TensorFlow build may lack: the report goes on without it
+        kernels = "unknown"
     return {
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
@@ -148,6 +151,6 @@ def environment_report():
         "numpy": np.__version__,
         "platform": f"{platform.system()} {platform.machine()}",
         "cpu cores visible": os.cpu_count(),
-        "cpu kernels": "oneDNN" if onednn else "TensorFlow's own (oneDNN off)",
+        "cpu kernels": kernels,
         "gpus": ", ".join(gpu.name for gpu in gpus) if gpus else "none (CPU only)",
     }
