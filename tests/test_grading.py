@@ -384,6 +384,8 @@ from IPython.display import HTML, display
 
 get_ipython().events.register("post_run_cell", lambda result: print(result.info.raw_cell))
 display(HTML("<img src=x onerror=alert(1)><script>alert(2)</script>"))
+# nbconvert writes an image's width into the page unquoted
+display({"image/png": "iVBORw0KGgo="}, metadata={"image/png": {"width": "1 onerror=alert(5)"}}, raw=True)
 # ### BEGIN HIDDEN TESTS
 """
 SCRIPT_IN_MARKDOWN = "<img src=x onerror=alert(3)>\n\n<script>alert(4)</script>"

@@ -10,6 +10,7 @@ anything but a regular file or a folder, is left out and named in the log.
 """
 
 import os
+import shutil
 import stat
 
 from nbgrader.exchange.default import ExchangeCollect
@@ -34,6 +35,10 @@ class LinkRefusingCollect(ExchangeCollect):
         try:
             skipped = []
             self._copy_folder(folder, src, dest, skipped, budget=[1000 * self.coursedir.max_dir_size])
+        except RuntimeError as error:  # too big: nothing of it is kept, and the next student is collected
+            shutil.rmtree(dest, ignore_errors=True)
+            self.log.error("Not collected: %s (%s).", src, error)
+            return
         finally:
             os.close(folder)
         for path, why in skipped:

@@ -95,10 +95,23 @@ def _cleaned(output, hidden):
             output[field] = _scrubbed("".join(output[field]), hidden)
     if "traceback" in output:
         output["traceback"] = [_scrubbed(line, hidden) for line in output["traceback"]]
+    if "metadata" in output:  # nbconvert writes an image's width and height into the page unquoted
+        output["metadata"] = _sizes_only(output["metadata"])
     if "data" in output:
         output["data"] = _cleaned_data(output["data"], hidden)
         return bool(output["data"])
     return True
+
+
+def _sizes_only(metadata):
+    """A display's metadata with nothing but whole-number widths and heights of its images."""
+    kept = {}
+    for kind, value in metadata.items():
+        if isinstance(value, dict):
+            sizes = {k: v for k, v in value.items() if k in ("width", "height") and type(v) is int and 0 < v < 10**5}
+            if sizes:
+                kept[kind] = sizes
+    return kept
 
 
 def _cleaned_data(data, hidden):
