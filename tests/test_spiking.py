@@ -245,3 +245,10 @@ def test_peak_one_divides_the_derivative_by_its_peak_and_keeps_the_forward():
     np.testing.assert_array_equal(np.asarray(scaled(x)), (x > 0).astype("float32"))
     with pytest.raises(ValueError, match="peak_one: surrogate="):
         peak_one("step_sigmoid")
+
+
+def test_train_steps_refuses_a_count_of_steps_it_would_not_train_in_full():
+    from workbook.spiking.networks import train_steps
+
+    with pytest.raises(ValueError, match=r"steps=75.*a multiple of chunk=10"):
+        train_steps(None, None, None, 75)

@@ -79,6 +79,8 @@ def train_steps(model, x, y, steps, chunk=10, callbacks=None):
     owner = "train_steps"
     check_count("steps", steps, low=1, high=1_000_000, owner=owner, example=300)
     check_count("chunk", chunk, low=1, high=steps, owner=owner, example=10)
+    if steps % chunk:
+        refuse("steps", steps, f"a multiple of chunk={chunk}, so that every step asked for is trained", owner)
     data = tf.data.Dataset.from_tensors((x, y)).repeat()
     history = model.fit(
         data, epochs=steps // chunk, steps_per_epoch=chunk, shuffle=False, verbose=0, callbacks=callbacks
