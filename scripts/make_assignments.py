@@ -125,15 +125,33 @@ def generate(course, names=("*",), env=None):
         if result.returncode != 0:
             raise SystemExit(f"nbgrader generate_assignment {name} failed:\n{result.stdout}{result.stderr}")
         for path in sorted((pathlib.Path(course) / "release").glob(f"{name}/*.ipynb")):
-            unfold_answer_cells(path)
+            prepare_for_students(path)
         print(f"{pathlib.Path(course).name}/release/{name}/ generated")
 
 
-def unfold_answer_cells(path):
-    """Open every answer cell of a generated student version that ``notebooks/`` shows folded.
+#: The cell tag that lets Run All go on past a cell that raises (JupyterLab sends such a cell with
+#: ``stop_on_error`` off, and nbclient and nbconvert do not stop at it either).
+GOES_ON_AFTER_AN_ERROR = "raises-exception"
+
+
+def exercise_cells(notebook):
+    """The code cells a student answers in or is checked by: nbgrader solution or graded cells."""
+    return [
+        cell
+        for _, cell, meta in nbgrader_cells(notebook)
+        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade"))
+    ]
+
+
+def prepare_for_students(path):
+    """Finish a student version nbgrader generated: answer cells unfolded, and Run All never stopped by one.
 
     In ``notebooks/`` a worked solution is collapsed until the reader opens it; nbgrader
     copies that folding into the release, where the cell is the student's to type into.
+    An unanswered exercise raises (``raise NotImplementedError()``, then its check fails):
+    every answer and check cell is tagged ``raises-exception``, so that the error shows where
+    the exercise is and Run All still runs the rest of the chapter. Cells after an exercise
+    must not need its answer (notebook 02 asks whether the check passed).
     """
     notebook = nbformat.read(path, as_version=4)
     changed = False
@@ -144,6 +162,11 @@ def unfold_answer_cells(path):
                 changed |= folding.pop(key, None) is not None
             if not folding:
                 del cell.metadata["jupyter"]
+    for cell in exercise_cells(notebook):
+        tags = cell.metadata.setdefault("tags", [])
+        if GOES_ON_AFTER_AN_ERROR not in tags:
+            tags.append(GOES_ON_AFTER_AN_ERROR)
+            changed = True
     if changed:
         nbformat.write(notebook, path)
 

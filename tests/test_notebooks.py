@@ -16,10 +16,23 @@ from notebook_runner import (
 )
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-#: The notebook whose students' version, with its exercise unanswered, runs on to its end: each end
-#: executes it once, the newest the instructor's version (here, for the book) and the oldest the
-#: students' version (tests/test_notebook_06_claims.py) instead.
-STUDENTS_VERSION_AT_THE_OLDEST_END = "06_beyond_straight_through.ipynb"
+RELEASE = NOTEBOOKS.parent / "course" / "release"
+
+
+def students_version(path):
+    """The students' version of a notebook (course/release/), or None if it has no exercise."""
+    released = RELEASE / path.stem / path.name
+    return released if released.exists() else None
+
+
+def version_executed_here(path):
+    """What this end executes of ``path``: each notebook is executed once at each end.
+
+    The newest end executes the instructor's version (for the book); the oldest the students'
+    version where there is one, with every exercise unanswered, as a student's Run All meets it.
+    """
+    return path if NEWEST_END else students_version(path) or path
+
 
 # The book's build (tests/test_rendered_book.py) takes the notebooks executed here at the newest end,
 # unchanged since.
@@ -64,21 +77,51 @@ def test_notebook_follows_the_conventions(path):
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes_without_errors_or_stderr(path):
-    if path.name == STUDENTS_VERSION_AT_THE_OLDEST_END and not NEWEST_END:
-        pytest.skip(f"{path.name} is executed once at each end: here, its students' version")
     # In a process of its own with a student's environment (no PYTEST_* or TF_* variables):
     # anything written to stderr there is a red box for the student, and 0 points in nbgrader.
-    notebook, seconds = execute(path)
+    executed = version_executed_here(path)
+    notebook, seconds = execute(executed)
     if NEWEST_END:  # the oldest end runs beside the newest end and keeps nothing for the book
         build_book.keep_executed(notebook, path, build_book.TEST_RUN_EXECUTED, reduced=True, seconds=seconds)
     errors = error_outputs(notebook, EXPECTED_ERRORS.get(path.name))
-    assert not errors, f"{path.name} raised: " + "; ".join(errors)
+    if executed != path:
+        errors = errors_that_stop_run_all(notebook, errors)
+        # each check of an unanswered exercise says so (an error, or what is missing), and Run All went on
+        silent = [n for n, c in enumerate(notebook.cells) if is_exercise(c) and grade(c) and not text_of(c).strip()]
+        assert not silent, f"{executed.name}: the checks in cells {silent} of unanswered exercises said nothing"
+    assert not errors, f"{executed.name} raised: " + "; ".join(errors)
     for cell in notebook.cells:
-        if "raises-exception" in cell.metadata.get("tags", []):  # the error, then the culprit under it
-            shown = text_of(cell)
+        if "raises-exception" in cell.metadata.get("tags", []) and not is_exercise(cell):
+            shown = text_of(cell)  # the error, then the culprit under it
             assert EXPECTED_ERRORS[path.name][1] in shown, shown[-2000:]
             assert "The op that cut the gradient" in shown.split(EXPECTED_ERRORS[path.name][1], 1)[1], shown[-2000:]
             assert "Cast" in shown.split("The op that cut the gradient", 1)[1], shown[-2000:]
     stderr = stderr_outputs(notebook)
-    assert not stderr, f"{path.name} wrote to stderr: " + "; ".join(stderr)
-    print(f"{path.name}: {seconds:.1f} s")
+    assert not stderr, f"{executed.name} wrote to stderr: " + "; ".join(stderr)
+    print(f"{executed.relative_to(NOTEBOOKS.parent)}: {seconds:.1f} s")
+
+
+def grade(cell):
+    """Whether nbgrader grades the cell."""
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("grade"))
+
+
+def is_exercise(cell):
+    """An answer cell or a graded check cell (nbgrader's metadata)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("solution") or meta.get("grade"))
+
+
+def errors_that_stop_run_all(notebook, errors):
+    """Of ``errors`` ('cell N: ...'), those that stop a student's Run All of a students' version.
+
+    An unanswered exercise raises in its answer and check cells, which the students' version
+    tags ``raises-exception`` (scripts/make_assignments.py) so that Run All goes on; an error in
+    any other cell, or in an exercise cell without the tag, stops it there.
+    """
+    goes_on = {
+        number
+        for number, cell in enumerate(notebook.cells)
+        if is_exercise(cell) and "raises-exception" in cell.metadata.get("tags", [])
+    }
+    return [error for error in errors if int(error.split(":", 1)[0].removeprefix("cell ")) not in goes_on]
