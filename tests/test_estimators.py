@@ -692,6 +692,23 @@ def test_compare_bottlenecks_trains_discrete_bottlenecks_with_live_gradient_norm
     assert np.all(codebook.norms[:, codebook.layers.index("bottleneck")] > 0)  # the codebook learns
 
 
+def test_the_figures_of_compare_bottlenecks_change_no_code_drawn_after_them(digits, monkeypatch):
+    from workbook.core import figures
+    from workbook.lab.bottleneck_runs import per_image_errors
+
+    monkeypatch.setattr(figures, "show_figure", lambda figure: None)  # drawn, then not displayed
+    x_train, x_test = digits
+    measured = {}
+    for show in (False, True):
+        bottleneck = DiscreteBottleneck("categorical", "gumbel_softmax", tau=1.0, seed=0)
+        runs = workbook.compare_bottlenecks(
+            {"soft": bottleneck}, epochs=1, x_train=x_train[:128], x_test=x_test[:64], show=show
+        )
+        measured[show] = per_image_errors(runs["soft"].model, x_test[:64])  # a new draw of the code
+    # the same training, then the same draw: the figure's reconstructions drew codes of their own
+    np.testing.assert_array_equal(measured[True], measured[False])
+
+
 # --- the annealed Gumbel-softmax temperature (Jang, Gu and Poole 2017) ----------------------------
 
 
