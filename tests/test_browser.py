@@ -312,6 +312,9 @@ def test_surrogate_explorer_redraws_when_a_slider_moves(session):
         assert value_after != value_before, f"the slider did not move (readout {value_before!r})"
         status = explorer.locator(".widget-html").last.inner_text()
         assert "Could not draw" not in status, status
+        # under the plot, words: the entry, its parameters' values as the sliders set them, its source
+        name, value = dropdown.input_value(), readout.inner_text()
+        assert "<" not in status and status.startswith(f"{name} with ") and f"= {value}" in status, status
         share = changed_fraction(plot_before, plot_after)
         assert share > 0.001, (
             f"moving the slider from {value_before} to {value_after} changed only {share:.3%} of the plot"
