@@ -1,6 +1,7 @@
 """Every notebook runs top to bottom, and every notebook is committed clean."""
 
 import importlib.util
+import re
 
 import nbformat
 import pytest
@@ -127,3 +128,18 @@ def errors_that_stop_run_all(notebook, errors):
     """
     goes_on = {number for number, cell in enumerate(notebook.cells) if goes_on_after_an_error(cell)}
     return [error for error in errors if int(error.split(":", 1)[0].removeprefix("cell ")) not in goes_on]
+
+
+#: "`make bench` measured 42 s and 949 MiB": what a notebook's introduction quotes of its budget.
+QUOTED_BUDGET = re.compile(r"`make bench` measured (\d+) s and (\d+) MiB")
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_a_quoted_time_and_memory_are_those_make_bench_measured(path):
+    quoted = QUOTED_BUDGET.findall(nbformat.read(path, as_version=4).cells[0].source)
+    if not quoted:
+        pytest.skip(f"{path.name} quotes no budget")
+    results = (NOTEBOOKS.parent / "benchmarks" / "results.md").read_text()
+    row = re.search(rf"^\| {re.escape(path.name)} \| (\d+) s \| (\d+) MiB \|", results, re.M)
+    assert row, f"benchmarks/results.md has no budget row for {path.name}"
+    assert quoted == [row.groups()], f"{path.name} quotes {quoted}; benchmarks/results.md says {row.groups()}"
