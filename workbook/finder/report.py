@@ -266,8 +266,8 @@ class GradientReport:
 # A table as wide as its output area and no wider: long names and code wrap anywhere.
 _TABLE_STYLE = "width:100%;table-layout:fixed;border-collapse:collapse"
 _CELL_STYLE = "text-align:left;vertical-align:top;white-space:normal;overflow-wrap:anywhere;word-break:break-word"
-#: The columns' shares of the table's width (fixed: the table never grows past its output area).
-_COLUMNS = "".join(f"<col style='width:{share}'>" for share in ("2.5em", "13%", "17%", "22%", "28%", "20%"))
+#: The columns' shares of the table's width, 100% in all (fixed: the table never grows past its output area).
+_COLUMNS = "".join(f"<col style='width:{share}'>" for share in ("6%", "13%", "16%", "21%", "25%", "19%"))
 _HTML_TITLE = "<div class='workbook-gradient-report' style='width:100%'><p><b>Gradient report</b> for {description}: "
 _HTML_OK = "<span style='color:#1a7f37'><b>ok</b> — the gradient reaches every input and trainable variable.</span></p>"
 _HTML_CUT = (
@@ -296,9 +296,9 @@ _HTML_NOTES = "<p>Notes (blocked paths that do not matter):</p><ul>{notes}</ul>"
 _HTML_NOTE = "<li>{op} at {where}: {detail}</li>"
 _HTML_SOURCES_START = (
     "<details><summary>Per input and variable: static vs measured</summary>"
-    "<table><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>"
+    f"<table style='{_TABLE_STYLE}'><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>"
 )
-_HTML_SOURCE = "<tr><td>{label}</td><td>{static}</td><td>{measured}</td></tr>"
+_HTML_SOURCE = f"<tr><td style='{_CELL_STYLE}'>{{label}}</td><td>{{static}}</td><td>{{measured}}</td></tr>"
 _HTML_SOURCES_END = "</table></details>"
 _HTML_DISAGREEMENT = "<p style='color:#9a6700'>Disagreement: {text}</p>"
 
