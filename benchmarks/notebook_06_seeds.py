@@ -127,7 +127,7 @@ def categorical_claims(seed, n_train, n_test, epochs, batch_size=64):
             rates[label].information_bits + 3 * rates[label].halves_bits < 0.1 * rates[label].nominal_bits
             for label in SAMPLED
         ),
-        "the 32-code quantiser carries more than 3 times the bits of any sampled code": quantised.information_bits
+        "the 32-code quantiser's bound is more than 3 times that of any sampled code": quantised.information_bits
         - 3 * quantised.halves_bits
         > 3 * most_sampled,
         "every estimator but the score function beats the mean image": all(
@@ -184,7 +184,7 @@ def quantiser_claims(seed, n_train, n_test, epochs, batch_size=64, with_plain=Tr
     restarted = runs["10 codes, restarts"]
     restarted_rate, sampled_rate = code_rate(restarted.model, x_test), code_rate(runs["straight_through"].model, x_test)
     claims = {
-        "the restarted 10-code quantiser carries more than 5 times the bits of straight-through's code": (
+        "the restarted 10-code quantiser's bound is more than 5 times that of straight-through's code": (
             restarted_rate.information_bits - 3 * restarted_rate.halves_bits
             > 5 * (sampled_rate.information_bits + 3 * sampled_rate.halves_bits)
         ),
@@ -326,7 +326,7 @@ def bit_quantiser_claims(seed, n_train, n_test, epochs, batch_size=64):
         "the 1,024-code quantiser beats the per-example score function": clearly_better(
             errors["1,024 codes, restarts"], errors["per example"]
         ),
-        "the 1,024-code quantiser carries more than 5 times the bits of the Bernoulli code": (
+        "the 1,024-code quantiser's bound is more than 5 times that of the Bernoulli code": (
             quantised_rate.information_bits - 3 * quantised_rate.halves_bits
             > 5 * (sampled_rate.information_bits + 3 * sampled_rate.halves_bits)
         ),

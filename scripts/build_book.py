@@ -231,10 +231,20 @@ def problems(notebook, name):
 
 
 def as_student_receives_it(notebook):
-    """The student version executed, without the errors of its unanswered cells (the page says so)."""
+    """The student version executed, without the errors of its unanswered cells (the page says so).
+
+    Those cells carry the tag that lets Run All go on past their errors (scripts/make_assignments.py);
+    with the errors gone from the page, the tag goes too.
+    """
     for cell in notebook.cells:
-        if cell.cell_type == "code":
-            cell.outputs = [output for output in cell.outputs if output.output_type != "error"]
+        if cell.cell_type != "code":
+            continue
+        kept = [output for output in cell.outputs if output.output_type != "error"]
+        meta = cell.metadata.get("nbgrader", {})
+        tags = cell.metadata.get("tags", [])
+        if (len(kept) < len(cell.outputs) or meta.get("solution") or meta.get("grade")) and "raises-exception" in tags:
+            tags.remove("raises-exception")
+        cell.outputs = kept
 
 
 def widget_pictures(notebook):

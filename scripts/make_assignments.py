@@ -11,6 +11,7 @@ nbgrader's own ``generate_assignment`` writes ``course/release/<assignment>/``.
 """
 
 import argparse
+import ast
 import os
 import pathlib
 import subprocess
@@ -125,17 +126,82 @@ def generate(course, names=("*",), env=None):
         if result.returncode != 0:
             raise SystemExit(f"nbgrader generate_assignment {name} failed:\n{result.stdout}{result.stderr}")
         for path in sorted((pathlib.Path(course) / "release").glob(f"{name}/*.ipynb")):
-            unfold_answer_cells(path)
+            prepare_for_students(path)
         print(f"{pathlib.Path(course).name}/release/{name}/ generated")
 
 
-def unfold_answer_cells(path):
-    """Open every answer cell of a generated student version that ``notebooks/`` shows folded.
+#: The cell tag that lets Run All go on past a cell that raises (JupyterLab sends such a cell with
+#: ``stop_on_error`` off, and nbclient and nbconvert do not stop at it either).
+GOES_ON_AFTER_AN_ERROR = "raises-exception"
+
+
+def exercise_cells(notebook):
+    """The code cells a student answers in or is checked by: nbgrader solution or graded cells."""
+    return [
+        cell
+        for _, cell, meta in nbgrader_cells(notebook)
+        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade"))
+    ]
+
+
+def assigned_names(source):
+    """The names a cell's top level assigns, defines or imports (IPython's magics allowed)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    names = set()
+    for node in ast.parse(TransformerManager().transform_cell(source)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        else:
+            targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+            names.update(n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def used_names(source):
+    """The names a cell reads anywhere."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    tree = ast.parse(TransformerManager().transform_cell(source))
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+
+def cells_that_need_an_answer(source):
+    """Indices of the code cells of ``source`` (an instructor's notebook), exercise cells aside,
+    that read a name only an answer cell assigns."""
+    exercises = exercise_cells(source)
+    answered, given = set(), set()
+    for cell in source.cells:
+        if cell.cell_type != "code":
+            continue
+        is_answer = any(cell is e for e in exercises) and cell.metadata["nbgrader"].get("solution")
+        (answered if is_answer else given).update(assigned_names(cell.source))
+    only_answered = answered - given
+    return [
+        index
+        for index, cell in enumerate(source.cells)
+        if cell.cell_type == "code"
+        and not any(cell is e for e in exercises)
+        and used_names(cell.source) & only_answered
+    ]
+
+
+def prepare_for_students(path):
+    """Finish a student version nbgrader generated: answer cells unfolded, and Run All never stopped by one.
 
     In ``notebooks/`` a worked solution is collapsed until the reader opens it; nbgrader
     copies that folding into the release, where the cell is the student's to type into.
+    An unanswered exercise raises (``raise NotImplementedError()``, then its check fails), and
+    so does a later cell that reads what only the answer defines (a plot of it, a model it
+    trains; found in the instructor's version in ``course/source/``): each of those cells is
+    tagged ``raises-exception``, so that the error shows where the exercise is and Run All still
+    runs the rest of the chapter.
     """
+    path = pathlib.Path(path)
     notebook = nbformat.read(path, as_version=4)
+    source = nbformat.read(path.parents[2] / "source" / path.parent.name / path.name, as_version=4)
     changed = False
     for cell in notebook.cells:
         folding = cell.get("metadata", {}).get("jupyter", {})
@@ -144,6 +210,12 @@ def unfold_answer_cells(path):
                 changed |= folding.pop(key, None) is not None
             if not folding:
                 del cell.metadata["jupyter"]
+    needing = [notebook.cells[index] for index in cells_that_need_an_answer(source)]
+    for cell in exercise_cells(notebook) + needing:
+        tags = cell.metadata.setdefault("tags", [])
+        if GOES_ON_AFTER_AN_ERROR not in tags:
+            tags.append(GOES_ON_AFTER_AN_ERROR)
+            changed = True
     if changed:
         nbformat.write(notebook, path)
 

@@ -21,7 +21,7 @@ STAMP=$VENV/.installed
 say() { printf '\n=== oldest end: %s\n' "$*"; }
 
 if [ "${WORKBOOK_SKIP_OLDEST:-}" = 1 ]; then
-  say "SKIPPED on purpose (WORKBOOK_SKIP_OLDEST=1): TensorFlow 2.18 / Keras 3.8 / ipywidgets 7.7.1 were NOT tested, nor notebook 06's students' version."
+  say "SKIPPED on purpose (WORKBOOK_SKIP_OLDEST=1): TensorFlow 2.18 / Keras 3.8 / ipywidgets 7.7.1 were NOT tested, nor the notebooks' students' versions."
   exit 0
 fi
 started=$SECONDS
@@ -54,7 +54,7 @@ if ! up_to_date; then
   probe=$(mktemp -d)
   if ! "$python" -m pip download --quiet --no-deps --timeout 20 --retries 1 -d "$probe" "keras==3.8.0" >"$probe/log" 2>&1; then
     rm -rf "$probe"
-    say "SKIPPED: the package index cannot be reached to build $VENV, so TensorFlow 2.18 / Keras 3.8 / ipywidgets 7.7.1 were NOT tested, nor notebook 06's students' version. Run \`make test-oldest\` where it can be reached."
+    say "SKIPPED: the package index cannot be reached to build $VENV, so TensorFlow 2.18 / Keras 3.8 / ipywidgets 7.7.1 were NOT tested, nor the notebooks' students' versions. Run \`make test-oldest\` where it can be reached."
     exit 0
   fi
   rm -rf "$probe" "$VENV"
@@ -77,7 +77,7 @@ print("   ", ", ".join(f"{n} {m.version(n)}" for n in ("tensorflow-cpu", "keras"
   2>/dev/null || true
 
 # The tests read it (scripts/notebook_runner.py's NEWEST_END): this end keeps nothing for the book,
-# which the newest end builds at the same time, and executes notebook 06's students' version.
+# which the newest end builds at the same time, and executes the students' versions of the notebooks that have one.
 export WORKBOOK_TEST_END=oldest
 # 1. Colab-like: no workbook installed, the notebook's own Setup cell installs it.
 "$VENV/bin/python" -m pip uninstall --yes --quiet gradient-workbook >/dev/null 2>&1 || true

@@ -196,7 +196,7 @@ def test_committed_release_is_in_sync_with_the_source(tmp_path, nbgrader_env):
     run_nbgrader(course, nbgrader_env, "generate_assignment", "*", "--force", "--no-db")
     generated = sorted((course / "release").glob("*/*.ipynb"))
     for path in generated:
-        make_assignments.unfold_answer_cells(path)
+        make_assignments.prepare_for_students(path)
     assert [p.relative_to(course / "release") for p in generated] == [p.relative_to(RELEASE) for p in RELEASED]
     for fresh_path, committed_path in zip(generated, RELEASED, strict=True):
         fresh = nbformat.read(fresh_path, as_version=4)

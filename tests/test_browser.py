@@ -62,6 +62,10 @@ LIVE_THROUGH = {
     LAB: lambda cell: "workbook.GradientNormMonitor(" in cell.source,
 }
 
+#: A students' version, every exercise unanswered: Run All must go on to its end.
+STUDENTS_VERSION = NOTEBOOKS.parent / "course" / "release" / "01_forward_and_backward" / "01_forward_and_backward.ipynb"
+STUDENTS = "students_01_forward_and_backward.ipynb"
+
 VIEWPORT = {"width": 1280, "height": 1000}
 NO_GRADIENT_RGB = (0xD5, 0x5E, 0x00)  # Okabe and Ito's vermillion, the colour of the no-gradient marker
 
@@ -104,6 +108,7 @@ def session(browser_path, tmp_path_factory):
     folder = tmp_path_factory.mktemp("browser-notebooks")
     for path in ALL_NOTEBOOKS:
         nbformat.write(browser_notebook(path), folder / path.name)
+    nbformat.write(reduced_notebook(STUDENTS_VERSION), folder / STUDENTS)
     already_running = {p.pid for p in descendants()}
     started = []
     lab = JupyterLab(folder)
@@ -312,6 +317,9 @@ def test_surrogate_explorer_redraws_when_a_slider_moves(session):
         assert value_after != value_before, f"the slider did not move (readout {value_before!r})"
         status = explorer.locator(".widget-html").last.inner_text()
         assert "Could not draw" not in status, status
+        # under the plot, words: the entry, its parameters' values as the sliders set them, its source
+        name, value = dropdown.input_value(), readout.inner_text()
+        assert "<" not in status and status.startswith(f"{name} with ") and f"= {value}" in status, status
         share = changed_fraction(plot_before, plot_after)
         assert share > 0.001, (
             f"moving the slider from {value_before} to {value_after} changed only {share:.3%} of the plot"
@@ -445,3 +453,24 @@ def test_the_no_gradients_error_shows_its_culprit_under_it(session):
         cell.scroll_into_view_if_needed()
         tab.screenshot("03_error_with_culprit", locator=cell)
         tab.page.set_viewport_size(VIEWPORT)
+
+
+# -- a students' version: an unanswered exercise does not stop Run All ------------------------
+
+
+@pytest.mark.timeout(600, method="signal")
+def test_run_all_goes_on_past_the_unanswered_exercises_of_a_students_version(session):
+    with opened(session, STUDENTS) as tab:
+        tab.run_all()
+        # Run All sends every cell at once; the kernel is idle once it has run them, or stopped at an error
+        tab.wait_until_idle(timeout=540, settle=5.0)
+        tab.save()
+    saved = nbformat.read(session[0].root / STUDENTS, as_version=4)
+    code = [(i, c) for i, c in enumerate(saved.cells) if c.cell_type == "code"]
+    unrun = [i for i, c in code if not c.execution_count]
+    assert not unrun, f"Run All stopped: cells {unrun} did not run"
+    raised = [i for i, c in code if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    assert raised, "the unanswered exercises raised nothing"
+    untagged = [i for i in raised if "raises-exception" not in saved.cells[i].metadata.get("tags", [])]
+    assert not untagged, f"cells {untagged} raised without the tag that lets Run All go on"
+    print(f"{STUDENTS}: all {len(code)} code cells ran; the exercise cells {raised} raised, as unanswered")

@@ -2,6 +2,7 @@
 the exact gradient of the expected loss by listing outcomes, formulas from the papers,
 NumPy, and TensorFlow's own tape."""
 
+import dataclasses
 import itertools
 
 import keras
@@ -17,7 +18,13 @@ from workbook.estimators.bias_variance import (
     single_sample_gradients,
 )
 from workbook.estimators.layers import DiscreteBottleneck, ScoreFunctionAutoencoder, VectorQuantizer
-from workbook.estimators.ranking import clearly_smaller_error, rank_estimators, summarise_ranking
+from workbook.estimators.ranking import (
+    BEST_CONSTANT,
+    clearly_smaller_error,
+    paired_error_difference,
+    rank_estimators,
+    summarise_ranking,
+)
 from workbook.estimators.sampling import ESTIMATORS, sample_latent
 
 
@@ -352,6 +359,56 @@ def test_disarm_is_unbiased_and_has_less_variance_than_leave_one_out_at_two_eval
     assert disarm.variance + margin < loo.variance, (disarm.variance, loo.variance, margin)
 
 
+def disarm_pairs_written_out(logits):
+    """Every antithetic pair of one bit, (b, b~, probability), from u uniform: b = 1[u > 1 - p], b~ = 1[u < p]."""
+    p = sigmoid(logits)
+    return [
+        [
+            (1.0, 1.0, max(2 * q - 1, 0.0)),
+            (1.0, 0.0, min(q, 1 - q)),
+            (0.0, 1.0, min(q, 1 - q)),
+            (0.0, 0.0, max(1 - 2 * q, 0.0)),
+        ]
+        for q in p
+    ]
+
+
+@pytest.mark.parametrize("objective", ["quadratic", "quartic"])
+def test_disarm_mean_and_variance_are_those_of_its_4_to_the_d_antithetic_pairs_listed(objective):
+    problem = make_problem("bernoulli", n_latents=4, seed=2, objective=objective)
+    # every one of the 4^4 joint outcomes of the four pairs, with its probability, through the paper's formula
+    mean, second_moment = np.zeros(4), 0.0
+    for outcome in itertools.product(*disarm_pairs_written_out(problem.logits)):
+        b, other, probability = (np.array(values) for values in zip(*outcome, strict=True))
+        f = np.asarray(problem.loss(np.stack([b, other])))
+        estimate = (f[0] - f[1]) / 2 * (b - other) * sigmoid(np.abs(problem.logits))
+        mean += probability.prod() * estimate
+        second_moment += probability.prod() * np.sum(estimate**2)
+    exact_variance = second_moment - np.sum(mean**2)
+    np.testing.assert_allclose(mean, problem.exact_gradient(), atol=1e-9)  # unbiased, exactly
+    measured = measure_bias_and_variance("disarm", problem, n_samples=20_000, seed=7)
+    assert abs(measured.variance - exact_variance) < 4 * measured.variance_standard_error, (
+        measured.variance,
+        exact_variance,
+    )
+
+
+def test_paired_error_difference_is_the_difference_of_errors_written_out_for_shifted_estimates():
+    problem = make_problem("bernoulli", n_latents=4, seed=1)
+    measured = measure_bias_and_variance("score_function", problem, n_samples=2000, seed=3)
+    assert paired_error_difference(measured, measured, 64) == (0.0, 0.0)
+    shift = np.array([0.05, -0.02, 0.0, 0.01])
+    shifted = dataclasses.replace(measured, estimates=measured.estimates + shift)
+    # each group's variance is unchanged, its bias moves by the shift: |m - e + s|^2 - |m - e|^2, averaged
+    groups = measured.estimates.reshape(20, 100, 4).mean(axis=1) - problem.exact_gradient()
+    expected = np.mean(np.sum((groups + shift) ** 2 - groups**2, axis=1))
+    difference, standard_error = paired_error_difference(shifted, measured, 64)
+    assert difference == pytest.approx(expected, rel=1e-9)
+    assert standard_error == pytest.approx(np.std(2 * groups @ shift, ddof=1) / np.sqrt(20), rel=1e-9)
+    with pytest.raises(ValueError, match="same problem"):
+        paired_error_difference(measured, measure_bias_and_variance("score_function", problem, 1000, seed=3), 64)
+
+
 def test_disarm_is_refused_for_categorical_latents_and_other_sample_counts():
     with pytest.raises(ValueError, match="latent='categorical' must be 'bernoulli' with estimator='disarm'"):
         sample_latent(np.zeros((2, 3)), "categorical", "disarm")
@@ -388,13 +445,19 @@ def test_equal_evaluations_charge_two_evaluation_estimators_twice_the_variance()
     assert len(rankings) == 2
     for ranking in rankings:
         errors = [r.gradient_error(16, equal_evaluations=True) for r in ranking]
-        assert errors == sorted(errors) and len(ranking) == 14
+        assert errors == sorted(errors) and len(ranking) == 15  # 14, and the score function at b*
     summary = summarise_ranking(rankings[0], batch_size=16)
     straight = next(r for r in rankings[0] if r.estimator == "straight_through")
-    assert rankings[0][summary.rank - 1] is straight and summary.n_estimators == 14
+    assert rankings[0][summary.rank - 1] is straight and summary.n_estimators == 15
+    best_constant = next(r for r in rankings[0] if r.baseline == BEST_CONSTANT)
+    assert best_constant.label == "score_function (best constant baseline)"
+    assert best_constant.variance == pytest.approx(
+        problems[0].score_function_variance(problems[0].optimal_baseline()), rel=0.5
+    )
+    assert summary.best_constant_minus_straight_through == paired_error_difference(best_constant, straight, 16)
     assert summary.beaten_by == sum(clearly_smaller_error(r, straight, 16) for r in rankings[0])
     loo = next(r for r in rankings[0] if r.estimator == "score_function_loo")
-    score = next(r for r in rankings[0] if r.estimator == "score_function")
+    score = next(r for r in rankings[0] if r.label == "score_function")  # the moving average
     assert summary.leave_one_out_per_evaluation[0] == pytest.approx(2 * loo.variance / score.variance)
     with pytest.raises(ValueError, match="problems="):
         rank_estimators(problems[0])
@@ -690,6 +753,23 @@ def test_compare_bottlenecks_trains_discrete_bottlenecks_with_live_gradient_norm
         assert np.all(run.gradients.norms[:, run.gradients.layers.index("encoder")] > 0)
     codebook = runs["vector quantiser"].gradients
     assert np.all(codebook.norms[:, codebook.layers.index("bottleneck")] > 0)  # the codebook learns
+
+
+def test_the_figures_of_compare_bottlenecks_change_no_code_drawn_after_them(digits, monkeypatch):
+    from workbook.core import figures
+    from workbook.lab.bottleneck_runs import per_image_errors
+
+    monkeypatch.setattr(figures, "show_figure", lambda figure: None)  # drawn, then not displayed
+    x_train, x_test = digits
+    measured = {}
+    for show in (False, True):
+        bottleneck = DiscreteBottleneck("categorical", "gumbel_softmax", tau=1.0, seed=0)
+        runs = workbook.compare_bottlenecks(
+            {"soft": bottleneck}, epochs=1, x_train=x_train[:128], x_test=x_test[:64], show=show
+        )
+        measured[show] = per_image_errors(runs["soft"].model, x_test[:64])  # a new draw of the code
+    # the same training, then the same draw: the figure's reconstructions drew codes of their own
+    np.testing.assert_array_equal(measured[True], measured[False])
 
 
 # --- the annealed Gumbel-softmax temperature (Jang, Gu and Poole 2017) ----------------------------

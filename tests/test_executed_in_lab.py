@@ -148,3 +148,56 @@ def test_a_figure_holds_its_recorded_text_size_in_a_data_url():
     figure.add_subplot().set_title("ten points", fontsize=10)
     source = "data:image/png;base64," + base64.b64encode(figure_png(figure)).decode()
     assert png_of(source) == (10.0, 216)
+
+
+#: Notebook 03's gradient reports, read where a student reads them: JupyterLab at 1280 px with the
+#: file browser open beside the notebook, and at a phone's 390 px.
+FINDER = next(path for path in NOTEBOOKS if path.stem.startswith("03_"))
+
+# For each report on the page: [table's right edge, output area's right edge, the area's scroll
+# width and client width, findings, full-width fix lines].
+_REPORT_FIT = """report => {
+    const area = report.closest('.jp-OutputArea-output');
+    const table = report.querySelector('table');
+    const right = table ? table.getBoundingClientRect().right : report.getBoundingClientRect().right;
+    return [right, area.getBoundingClientRect().right, area.scrollWidth, area.clientWidth,
+            report.querySelectorAll('tr.culprit, tr.break').length,
+            report.querySelectorAll('tr.culprit-fix > td[colspan], tr.break-fix > td[colspan]').length];
+}"""
+
+
+def report_outputs(notebook):
+    return sum(
+        "workbook-gradient-report" in output.get("data", {}).get("text/html", "")
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+    )
+
+
+@pytest.mark.browser
+@pytest.mark.notebook
+@pytest.mark.timeout(600, method="signal")
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_gradient_report_is_read_whole_beside_the_file_browser_and_on_a_phone(lab_and_browser, width):
+    lab, page, executed = lab_and_browser
+    try:
+        tab = NotebookTab(page, lab, FINDER.name).open()  # at 1280 px: a phone's layout hides the kernel's status
+        page.set_viewport_size({**VIEWPORT, "width": width})
+        if width > 1000:  # the file browser open beside the notebook, as JupyterLab starts
+            page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
+            page.locator("#filebrowser").wait_for(state="visible")
+        reports = tab.panel.locator(".workbook-gradient-report")
+        assert reports.count() == report_outputs(executed[FINDER.stem]) > 0
+        cut = []
+        for number in range(reports.count()):
+            report = reports.nth(number)
+            report.scroll_into_view_if_needed()
+            right, area_right, _scroll_width, _client_width, findings, fixes = report.evaluate(_REPORT_FIT)
+            if right > area_right + 1:  # its table, the fix lines with it, ends inside the output area
+                cut.append(f"report {number + 1}: {right:.0f} px wide in an area ending at {area_right:.0f} px")
+                tab.screenshot(f"lab_report_{width}px_{number + 1}", locator=report)
+            assert fixes == findings, f"report {number + 1}: {findings} findings, {fixes} full-width fix lines"
+        assert not cut, f"at {width} px: " + "; ".join(cut)
+    finally:
+        page.set_viewport_size(VIEWPORT)
+        lab.shutdown_kernels()

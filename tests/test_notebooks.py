@@ -1,6 +1,7 @@
 """Every notebook runs top to bottom, and every notebook is committed clean."""
 
 import importlib.util
+import re
 
 import nbformat
 import pytest
@@ -16,10 +17,23 @@ from notebook_runner import (
 )
 
 ALL_NOTEBOOKS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-#: The notebooks whose students' version, with its exercise unanswered, runs on to its end: each end
-#: executes each once, the newest the instructor's version (here, for the book) and the oldest the
-#: students' version (tests/test_notebook_06_claims.py, tests/test_notebook_07_claims.py) instead.
-STUDENTS_VERSIONS_AT_THE_OLDEST_END = ("06_beyond_straight_through.ipynb", "07_quantisation_aware_training.ipynb")
+RELEASE = NOTEBOOKS.parent / "course" / "release"
+
+
+def students_version(path):
+    """The students' version of a notebook (course/release/), or None if it has no exercise."""
+    released = RELEASE / path.stem / path.name
+    return released if released.exists() else None
+
+
+def version_executed_here(path):
+    """What this end executes of ``path``: each notebook is executed once at each end.
+
+    The newest end executes the instructor's version (for the book); the oldest the students'
+    version where there is one, with every exercise unanswered, as a student's Run All meets it.
+    """
+    return path if NEWEST_END else students_version(path) or path
+
 
 # The book's build (tests/test_rendered_book.py) takes the notebooks executed here at the newest end,
 # unchanged since.
@@ -64,21 +78,68 @@ def test_notebook_follows_the_conventions(path):
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes_without_errors_or_stderr(path):
-    if path.name in STUDENTS_VERSIONS_AT_THE_OLDEST_END and not NEWEST_END:
-        pytest.skip(f"{path.name} is executed once at each end: here, its students' version")
     # In a process of its own with a student's environment (no PYTEST_* or TF_* variables):
     # anything written to stderr there is a red box for the student, and 0 points in nbgrader.
-    notebook, seconds = execute(path)
+    executed = version_executed_here(path)
+    notebook, seconds = execute(executed)
     if NEWEST_END:  # the oldest end runs beside the newest end and keeps nothing for the book
         build_book.keep_executed(notebook, path, build_book.TEST_RUN_EXECUTED, reduced=True, seconds=seconds)
     errors = error_outputs(notebook, EXPECTED_ERRORS.get(path.name))
-    assert not errors, f"{path.name} raised: " + "; ".join(errors)
+    if executed != path:
+        errors = errors_that_stop_run_all(notebook, errors)
+        # each check of an unanswered exercise says so (an error, or what is missing), and Run All went on
+        silent = [n for n, c in enumerate(notebook.cells) if is_exercise(c) and grade(c) and not text_of(c).strip()]
+        assert not silent, f"{executed.name}: the checks in cells {silent} of unanswered exercises said nothing"
+    assert not errors, f"{executed.name} raised: " + "; ".join(errors)
+    shown_on_purpose = {cell.source for cell in nbformat.read(path, as_version=4).cells if goes_on_after_an_error(cell)}
     for cell in notebook.cells:
-        if "raises-exception" in cell.metadata.get("tags", []):  # the error, then the culprit under it
-            shown = text_of(cell)
+        if goes_on_after_an_error(cell) and cell.source in shown_on_purpose:
+            shown = text_of(cell)  # the error, then the culprit under it
             assert EXPECTED_ERRORS[path.name][1] in shown, shown[-2000:]
             assert "The op that cut the gradient" in shown.split(EXPECTED_ERRORS[path.name][1], 1)[1], shown[-2000:]
             assert "Cast" in shown.split("The op that cut the gradient", 1)[1], shown[-2000:]
     stderr = stderr_outputs(notebook)
-    assert not stderr, f"{path.name} wrote to stderr: " + "; ".join(stderr)
-    print(f"{path.name}: {seconds:.1f} s")
+    assert not stderr, f"{executed.name} wrote to stderr: " + "; ".join(stderr)
+    print(f"{executed.relative_to(NOTEBOOKS.parent)}: {seconds:.1f} s")
+
+
+def grade(cell):
+    """Whether nbgrader grades the cell."""
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("grade"))
+
+
+def is_exercise(cell):
+    """An answer cell or a graded check cell (nbgrader's metadata)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("solution") or meta.get("grade"))
+
+
+def goes_on_after_an_error(cell):
+    """Whether Run All goes on after an error in ``cell``: JupyterLab's ``raises-exception`` tag."""
+    return "raises-exception" in cell.get("metadata", {}).get("tags", [])
+
+
+def errors_that_stop_run_all(notebook, errors):
+    """Of ``errors`` ('cell N: ...'), those that stop a student's Run All of a students' version.
+
+    An unanswered exercise raises in its answer and check cells, and in the cells that read what
+    only its answer defines, which the students' version tags ``raises-exception``
+    (scripts/make_assignments.py) so that Run All goes on; an error in any other cell stops it.
+    """
+    goes_on = {number for number, cell in enumerate(notebook.cells) if goes_on_after_an_error(cell)}
+    return [error for error in errors if int(error.split(":", 1)[0].removeprefix("cell ")) not in goes_on]
+
+
+#: "`make bench` measured 42 s and 949 MiB": what a notebook's introduction quotes of its budget.
+QUOTED_BUDGET = re.compile(r"`make bench` measured (\d+) s and (\d+) MiB")
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.name)
+def test_a_quoted_time_and_memory_are_those_make_bench_measured(path):
+    quoted = QUOTED_BUDGET.findall(nbformat.read(path, as_version=4).cells[0].source)
+    if not quoted:
+        pytest.skip(f"{path.name} quotes no budget")
+    results = (NOTEBOOKS.parent / "benchmarks" / "results.md").read_text()
+    row = re.search(rf"^\| {re.escape(path.name)} \| (\d+) s \| (\d+) MiB \|", results, re.M)
+    assert row, f"benchmarks/results.md has no budget row for {path.name}"
+    assert quoted == [row.groups()], f"{path.name} quotes {quoted}; benchmarks/results.md says {row.groups()}"

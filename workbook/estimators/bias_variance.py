@@ -288,6 +288,8 @@ class BiasVariance:
     def label(self):
         if self.tau is not None:
             return f"{self.estimator} (tau={self.tau:g})"
+        if self.estimator == "score_function" and self.baseline != "moving average":
+            return f"{self.estimator} ({self.baseline} baseline)"
         if self.samples > 1 and self.estimator != "disarm":
             return f"{self.estimator} ({self.samples} samples)"
         return self.estimator

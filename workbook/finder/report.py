@@ -288,20 +288,32 @@ class GradientReport:
 
 
 # The HTML report, one template per block; _fill escapes every value put into one.
-_HTML_TITLE = "<div class='workbook-gradient-report'><p><b>Gradient report</b> for {description}: "
+# A table as wide as its output area and no wider: long names and code wrap anywhere.
+_TABLE_STYLE = "width:100%;table-layout:fixed;border-collapse:collapse"
+_CELL_STYLE = "text-align:left;vertical-align:top;white-space:normal;overflow-wrap:anywhere;word-break:break-word"
+#: The columns' shares of the table's width, 100% in all (fixed: the table never grows past its output area).
+_COLUMNS = "".join(f"<col style='width:{share}'>" for share in ("6%", "13%", "16%", "21%", "25%", "19%"))
+_HTML_TITLE = "<div class='workbook-gradient-report' style='width:100%'><p><b>Gradient report</b> for {description}: "
 _HTML_OK = "<span style='color:#1a7f37'><b>ok</b> — the gradient reaches every input and trainable variable.</span></p>"
 _HTML_CUT = (
     "<span style='color:#b42318'><b>{count} op(s) cut the gradient</b></span>, culprit first.</p>"
-    "<table><thead><tr><th>#</th><th>op</th><th>why</th><th>where</th><th>code</th>"
-    "<th>cuts the gradient of</th><th>details and how to fix</th></tr></thead><tbody>"
+    f"<table style='{_TABLE_STYLE}'><colgroup>{_COLUMNS}</colgroup>"
+    "<thead><tr><th>#</th><th>op</th><th>why</th><th>where</th><th>code</th>"
+    "<th>cuts the gradient of</th></tr></thead><tbody>"
 )
 _HTML_ROW_START = {
     "culprit": "<tr class='culprit' style='background:#fde2e1;font-weight:bold'>",
     "break": "<tr class='break'>",
 }
 _HTML_FINDING_CELLS = "".join(
-    f"<td style='text-align:left'>{cell}</td>"
-    for cell in ("{number}", "{op}", "{why}", "{where}", "<code>{code}</code>", "{cuts}", "{detail}.<br>{hint}")
+    f"<td style='{_CELL_STYLE}'>{cell}</td>"
+    for cell in ("{number}", "{op}", "{why}", "{where}", "<code style='white-space:pre-wrap'>{code}</code>", "{cuts}")
+)
+# Details and the fix on a line of their own under their row, the table's whole width: read at
+# any width, never cut off at the right of a narrow output area.
+_HTML_FIX_ROW = (
+    "<tr class='{kind}-fix'{background}><td colspan='6' style='{cell_style};padding-left:2em'>"
+    "{detail}.<br><b>How to fix:</b> {hint}</td></tr>"
 )
 _HTML_FINDINGS_END = "</tbody></table>"
 _HTML_DEAD_LAYERS = "<p>Layers whose variables get no gradient: <b>{layers}</b></p>"
@@ -309,9 +321,9 @@ _HTML_NOTES = "<p>Notes (blocked paths that do not matter):</p><ul>{notes}</ul>"
 _HTML_NOTE = "<li>{op} at {where}: {detail}</li>"
 _HTML_SOURCES_START = (
     "<details><summary>Per input and variable: static vs measured</summary>"
-    "<table><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>"
+    f"<table style='{_TABLE_STYLE}'><tr><th>source</th><th>graph</th><th>GradientTape</th></tr>"
 )
-_HTML_SOURCE = "<tr><td>{label}</td><td>{static}</td><td>{measured}</td></tr>"
+_HTML_SOURCE = f"<tr><td style='{_CELL_STYLE}'>{{label}}</td><td>{{static}}</td><td>{{measured}}</td></tr>"
 _HTML_SOURCES_END = "</table></details>"
 _HTML_DISAGREEMENT = "<p style='color:#9a6700'>Disagreement: {text}</p>"
 
@@ -322,10 +334,19 @@ def _fill(template, **values):
 
 
 def _finding_html(index, row, finding):
-    """One row of the findings table; the first is the culprit."""
+    """One finding: its row, then its details and fix on a full-width line; the first is the culprit."""
     columns = dict(zip(("number", "op", "why", "where", "code", "cuts"), row, strict=True))
-    cells = _fill(_HTML_FINDING_CELLS, **columns, detail=finding.detail, hint=finding.hint)
-    return _HTML_ROW_START["culprit" if index == 0 else "break"] + cells + "</tr>"
+    kind = "culprit" if index == 0 else "break"
+    cells = _fill(_HTML_FINDING_CELLS, **columns)
+    background = " style='background:#fde2e1'" if index == 0 else ""
+    fix = _HTML_FIX_ROW.format(
+        kind=kind,
+        background=background,
+        cell_style=_CELL_STYLE,
+        detail=html.escape(str(finding.detail)),
+        hint=html.escape(str(finding.hint)),
+    )
+    return _HTML_ROW_START[kind] + cells + "</tr>" + fix
 
 
 def _text_table(header, rows, limit=60):

@@ -219,7 +219,7 @@ def _reconstruction_figure(runs, x_test, n_images):
     n_images = min(n_images, len(x_test))
     rows_of_images = [("test images", x_test[:n_images])]
     rows_of_images += [
-        (_row_name(label, run), run.model.predict(x_test[:n_images], verbose=0)) for label, run in runs.items()
+        (_row_name(label, run), _drawn_without_a_trace(run.model, x_test[:n_images])) for label, run in runs.items()
     ]
     side, gap, name, title = min(1.0, (WIDEST - 0.2) / n_images), 0.04, 0.28, 0.4  # inches
     height = title + len(rows_of_images) * (side + name) + 0.05
@@ -244,6 +244,20 @@ def _reconstruction_figure(runs, x_test, n_images):
         )
     figure.suptitle("Test images (top) and their reconstructions")
     return figure
+
+
+def _drawn_without_a_trace(model, x):
+    """``model.predict(x)``, with the model's random state put back as it was before.
+
+    A sampling bottleneck draws its code from a seed generator whose state is a variable of the
+    model: a figure that draws codes would otherwise change every code measured after it.
+    """
+    state = [(variable, variable.numpy()) for variable in model.variables if not variable.trainable]
+    try:
+        return model.predict(x, verbose=0)
+    finally:
+        for variable, value in state:
+            variable.assign(value)
 
 
 def _row_name(label, run):

@@ -84,10 +84,9 @@ class SurrogateExplorer(widgets.VBox):
         """Draw the current surrogate into the image (errors go to ``status``, not a traceback)."""
         try:
             shown = self.current
-            figure = plot_derivatives(shown, x_range=self.x_range, n_points=self.n_points)
-            self.image.value = figure_png(figure)
-            source = f" Source: {html.escape(shown.reference)}." if shown.reference else ""
-            self.status.value = f"<small>{html.escape(repr(shown))}.{source}</small>"
+            png = figure_png(plot_derivatives(shown, x_range=self.x_range, n_points=self.n_points))
+            self.status.value = f"<small>{html.escape(caption(shown))}</small>"  # first: it is current once the plot is
+            self.image.value = png
         except Exception as error:  # a student's own derivative may fail: say so, keep the old plot
             self.status.value = (
                 f"<b style='color:#b00'>Could not draw {html.escape(self.dropdown.value)}: "
@@ -101,6 +100,13 @@ class SurrogateExplorer(widgets.VBox):
             slider.observe(self.redraw, names="value")
         self.slider_box.children = tuple(self.sliders.values())
         self.redraw()
+
+
+def caption(shown):
+    """What the explorer says under its plot: the entry, its parameters' values and its source, in words."""
+    values = ", ".join(f"{name} = {value:.3g}" for name, value in shown.params.items())
+    text = f"{shown.name} with {values}" if values else shown.name
+    return f"{text}. Source: {shown.reference}." if shown.reference else f"{text}."
 
 
 def _slider(name, spec, value):
