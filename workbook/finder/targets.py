@@ -208,13 +208,9 @@ def _train_step_loss(model):
     import tensorflow as tf
 
     def call(*parts):
-        optimizer = model.optimizer
-        applies_nothing = (
-            contextlib.nullcontext()
-            if optimizer is None
-            else internals.instance_attribute(optimizer, "apply", lambda *args, **kwargs: None)
-        )
-        with internals.recorded_tape_gradients() as recorded, applies_nothing:
+        with internals.recorded_tape_gradients() as recorded, contextlib.ExitStack() as applies_nothing:
+            for optimizer in optimizers(model):  # model.optimizer, and any a train_step keeps for itself
+                applies_nothing.enter_context(internals.instance_attribute(optimizer, "apply", lambda *a, **k: None))
             try:
                 model.train_step(keras.utils.pack_x_y_sample_weight(*parts))  # as fit hands a batch: x alone, no (x,)
             finally:
@@ -267,10 +263,26 @@ def stateful_variables(target):
     if not isinstance(target, keras.layers.Layer):
         return []
     found = list(target.variables) + [v for metric in getattr(target, "metrics", []) for v in metric.variables]
-    optimizer = getattr(target, "optimizer", None)
-    if optimizer is not None:
-        found += list(optimizer.variables)
+    found += [v for optimizer in optimizers(target) for v in optimizer.variables]
     return list({id(v): v for v in found}.values())
+
+
+def optimizers(model):
+    """``model.optimizer`` and every optimizer the model holds in an attribute of its own.
+
+    A train_step written for two networks (a GAN's ``self.d_optimizer`` and ``self.g_optimizer``)
+    keeps its optimizers where Keras does not track them: the finder's runs of the step must
+    neither apply them nor leave them changed.
+    """
+    import keras
+
+    found = [getattr(model, "optimizer", None)]
+    for value in internals.layer_attributes(model).values():
+        if isinstance(value, dict):
+            value = list(value.values())
+        found += list(value) if isinstance(value, (list, tuple)) else [value]
+    chosen = [o for o in found if isinstance(o, keras.optimizers.Optimizer)]
+    return list({id(o): o for o in chosen}.values())
 
 
 def all_layers(target):
