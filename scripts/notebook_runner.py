@@ -268,3 +268,19 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+def goes_on_after_an_error(cell):
+    """Whether Run All goes on after an error in ``cell``: JupyterLab's ``raises-exception`` tag."""
+    return "raises-exception" in cell.get("metadata", {}).get("tags", [])
+
+
+def errors_that_stop_run_all(notebook, errors):
+    """Of ``errors`` ('cell N: ...'), those that stop a student's Run All of a students' version.
+
+    An unanswered exercise raises in its answer and check cells, and in the cells that read what
+    only its answer defines, which the students' version tags ``raises-exception``
+    (scripts/make_assignments.py) so that Run All goes on; an error in any other cell stops it.
+    """
+    goes_on = {number for number, cell in enumerate(notebook.cells) if goes_on_after_an_error(cell)}
+    return [error for error in errors if int(error.split(":", 1)[0].removeprefix("cell ")) not in goes_on]

@@ -676,6 +676,18 @@ BAD_CALLS = {
     ),
     "check_learned_step(None)": (lambda: workbook.check_learned_step(None), ["fn=None"]),
     "check_learned_step(bits=(9,))": (lambda: workbook.check_learned_step(lambda *a: a[0], bits=(9,)), ["bits=(9,)"]),
+    # spiking networks (08)
+    "random_spike_patterns(rate=0)": (lambda: workbook.random_spike_patterns(rate=0), ["rate=0", "(0, 1]"]),
+    "randman_spikes(n_per_class=0)": (lambda: workbook.randman_spikes(n_per_class=0), ["n_per_class=0"]),
+    "spiking_classifier(n_hidden=0)": (
+        lambda: workbook.spiking_classifier(50, 100, 2, n_hidden=0),
+        ["spiking_classifier: n_hidden=0", "whole number"],
+    ),
+    "spiking_classifier(weight_scale=0)": (
+        lambda: workbook.spiking_classifier(50, 100, 2, weight_scale=0),
+        ["weight_scale=0", "greater than 0"],
+    ),
+    "plot_spikes(1-D)": (lambda: workbook.plot_spikes([1, 2], [1], [1]), ["plot_spikes: inputs=", "(steps, neurons)"]),
 }
 
 

@@ -10,7 +10,9 @@ from notebook_runner import (
     NEWEST_END,
     NOTEBOOKS,
     error_outputs,
+    errors_that_stop_run_all,
     execute,
+    goes_on_after_an_error,
     parameters_cell_index,
     stderr_outputs,
     text_of,
@@ -112,22 +114,6 @@ def is_exercise(cell):
     """An answer cell or a graded check cell (nbgrader's metadata)."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return cell.cell_type == "code" and bool(meta.get("solution") or meta.get("grade"))
-
-
-def goes_on_after_an_error(cell):
-    """Whether Run All goes on after an error in ``cell``: JupyterLab's ``raises-exception`` tag."""
-    return "raises-exception" in cell.get("metadata", {}).get("tags", [])
-
-
-def errors_that_stop_run_all(notebook, errors):
-    """Of ``errors`` ('cell N: ...'), those that stop a student's Run All of a students' version.
-
-    An unanswered exercise raises in its answer and check cells, and in the cells that read what
-    only its answer defines, which the students' version tags ``raises-exception``
-    (scripts/make_assignments.py) so that Run All goes on; an error in any other cell stops it.
-    """
-    goes_on = {number for number, cell in enumerate(notebook.cells) if goes_on_after_an_error(cell)}
-    return [error for error in errors if int(error.split(":", 1)[0].removeprefix("cell ")) not in goes_on]
 
 
 #: "`make bench` measured 42 s and 949 MiB": what a notebook's introduction quotes of its budget.

@@ -324,6 +324,8 @@ def test_comparison_panels_share_their_y_axis_and_epochs_are_whole():
     from workbook.lab.compare import BottleneckRun, comparison_figures
 
     class Model:
+        variables = ()  # no random state for the figure to put back
+
         def predict(self, x, verbose=0):
             return np.zeros_like(x)
 
@@ -434,6 +436,8 @@ def figures_of_every_kind():
     from workbook.monitor.monitoring import _LiveFigure
 
     class Model:
+        variables = ()  # no random state for the figure to put back
+
         def predict(self, x, verbose=0):
             return x
 

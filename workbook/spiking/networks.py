@@ -37,6 +37,10 @@ def spiking_classifier(
     Adam at ``learning_rate`` on the cross-entropy of the readout's maximum over time.
     """
     owner = "spiking_classifier"
+    check_count("time_steps", time_steps, low=1, high=100_000, owner=owner, example=50)
+    check_count("n_inputs", n_inputs, low=1, high=100_000, owner=owner, example=100)
+    check_count("n_classes", n_classes, low=2, high=100_000, owner=owner, example=2)
+    check_count("n_hidden", n_hidden, low=1, high=100_000, owner=owner, example=16)
     if not is_number(weight_scale, 0, include_low=False):
         refuse("weight_scale", weight_scale, "a number greater than 0, e.g. 7.0 (SpyTorch's)", owner)
     check_seed(seed, owner)
