@@ -39,7 +39,7 @@ def test_the_innermost_user_frame_below_the_finder_is_named():
 
 
 def test_the_caller_of_the_finder_is_never_named():
-    from workbook.finder import frames as finder_frames
+    from workbook.finder.trace import frames as finder_frames
 
     frames = [frame(USER_FILE, 1, "report = find_gradient_breaks(f, x)"), frame(workbook.finder.diagnosis.__file__, 60)]
     assert finder_frames.user_frame(frames + [frame(tf.__file__, 100)]) == (None, None, None)

@@ -18,8 +18,8 @@ from keras import ops
 
 import workbook
 from workbook.core.gradients import value_and_gradient
-from workbook.finder.advice import advise_cause, advise_untraceable
-from workbook.finder.hints import CAUSES, NO_GRADIENT_CAN_EXIST, OP_HINTS, REASONS
+from workbook.finder.advice.culprit import advise_cause, advise_untraceable
+from workbook.finder.advice.words import CAUSES, NO_GRADIENT_CAN_EXIST, OP_HINTS, REASONS
 
 X = tf.constant(np.random.default_rng(0).normal(size=(4, 3)).astype("float32") * 2.0)
 VALUES = tf.constant(np.arange(12, dtype="float32").reshape(4, 3))

@@ -26,23 +26,23 @@ from workbook.core.internals import (
     kept_random_state,
     restore_layer_attributes,
 )
-from workbook.finder.checked_advice import check_culprit
-from workbook.finder.gradient_probe import RUN_TIME_GRADIENT_OPS
-from workbook.finder.graph_walk import analyse, cut_all
-from workbook.finder.hints import (
+from workbook.finder.advice.checked import check_culprit
+from workbook.finder.advice.words import (
     ALL_ZERO,
     DISAGREEMENT,
     TAPE_FAILED_BEHIND,
     UNEXPLAINED_CUT,
     YOUR_TAPE_NONE,
 )
-from workbook.finder.layer_causes import explain_disconnected, layer_of_op
-from workbook.finder.measured_cut import measured_cuts, sum_of_float_outputs
-from workbook.finder.measured_findings import settle_measured
-from workbook.finder.reach import tf_variable
+from workbook.finder.measure.cut import measured_cuts, sum_of_float_outputs
+from workbook.finder.measure.findings import settle_measured
 from workbook.finder.report import REASONS, Finding, GradientReport, Measured, Rank, Static
-from workbook.finder.targets import all_layers, changed_attributes, prepare, stateful_variables
-from workbook.finder.tracing import Traced
+from workbook.finder.trace.targets import all_layers, changed_attributes, prepare, stateful_variables
+from workbook.finder.trace.tracing import Traced
+from workbook.finder.walk.analysis import analyse, cut_all
+from workbook.finder.walk.gradient_probe import RUN_TIME_GRADIENT_OPS
+from workbook.finder.walk.layer_causes import explain_disconnected, layer_of_op
+from workbook.finder.walk.reach import tf_variable
 
 __all__ = ["find_gradient_breaks", "GradientReport", "Finding"]
 
@@ -138,7 +138,7 @@ def _check_the_fix(report, followed, target, layers):
 
 
 def _where_it_dies(followed, measurement):
-    """The :class:`~workbook.finder.measured_cut.MeasuredCut` s of the sources the tape measured None or zero for."""
+    """The :class:`~workbook.finder.measure.cut.MeasuredCut` s of the sources the tape measured None or zero for."""
     keys = _source_keys(followed.inputs, followed.variables)
     starving = [i for i, key in enumerate(keys) if measurement.verdicts.get(key) in (Measured.NONE, Measured.ZERO)]
     if not starving or measurement.traced is None:
@@ -477,7 +477,7 @@ def _no_silent_cut(findings, notes, sources):
 def _name_layers(findings, layers):
     """The layer that made each finding's op (or holds its variable) where no line of yours is named.
 
-    Read from the op's name scopes (:func:`~workbook.finder.layer_causes.made_by_layer`, which
+    Read from the op's name scopes (:func:`~workbook.finder.walk.layer_causes.made_by_layer`, which
     also names the line that made the layer when the finding is an op's).
     """
     by_name = {layer.name: layer for layer in layers}

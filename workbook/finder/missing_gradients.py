@@ -34,7 +34,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from workbook.finder import hints
+from workbook.finder.advice import words as hints
 
 NO_GRADIENTS = "No gradients provided for any variable"
 #: The errors a training call raises when a gradient is missing: Keras's ValueError (no variable got
@@ -208,7 +208,7 @@ def _training_call_on_another_thread():
 
 def _is_missing_gradient(error):
     """Keras's "No gradients provided", or TensorFlow's LookupError for an op with no registered gradient."""
-    from workbook.finder.tracing import UNREGISTERED
+    from workbook.finder.trace.tracing import UNREGISTERED
 
     text = str(error)
     return NO_GRADIENTS in text if isinstance(error, ValueError) else bool(UNREGISTERED.search(text))

@@ -11,9 +11,9 @@ import traceback
 from dataclasses import dataclass, field
 
 from workbook.core.notebook_cells import cell_label
-from workbook.finder.advice import advise_all, advise_untraceable
-from workbook.finder.frames import user_frame
-from workbook.finder.hints import CAUSES, FIX_HIDDEN, OP_HINTS, REASONS, UNTRACEABLE_WHY
+from workbook.finder.advice.culprit import advise_all, advise_untraceable
+from workbook.finder.advice.words import CAUSES, FIX_HIDDEN, OP_HINTS, REASONS, UNTRACEABLE_WHY
+from workbook.finder.trace.frames import user_frame
 
 
 class Rank(enum.IntEnum):

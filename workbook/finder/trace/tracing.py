@@ -1,7 +1,7 @@
 """Tracing a target for the finder, and the report when it cannot be traced.
 
 Introduced in 03_finding_gradient_killers.ipynb. :func:`trace` makes the graph that
-:mod:`workbook.finder.graph_walk` walks; a target that graphs cannot hold (NumPy, Python
+:mod:`workbook.finder.walk.analysis` walks; a target that graphs cannot hold (NumPy, Python
 control flow on values) or whose own tape.gradient meets an op with no gradient gets its
 report here, without a walk.
 """
@@ -10,9 +10,9 @@ import re
 import traceback
 from dataclasses import dataclass
 
-from workbook.finder.frames import user_frame
-from workbook.finder.hints import OP_HINTS, REASONS, TAPE_UNREGISTERED
+from workbook.finder.advice.words import OP_HINTS, REASONS, TAPE_UNREGISTERED
 from workbook.finder.report import Finding, GradientReport, Static, untraceable_finding
+from workbook.finder.trace.frames import user_frame
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Where the gradient dies, measured: one backward pass on your example, to every tensor on the way.
 
 Introduced in 03_finding_gradient_killers.ipynb (the section "Where the walk cannot see").
-The walk of :mod:`workbook.finder.backward_walk` reads the graph: it knows which ops *can*
+The walk of :mod:`workbook.finder.walk.backward` reads the graph: it knows which ops *can*
 pass a gradient. On one example an op that can may still pass exactly nothing: a ``where``
 whose differentiable branch is never picked, a softmax over an axis of size 1, a value
 that reaches the output only as a loop's trip count. :func:`measured_cuts` traces the
@@ -13,7 +13,7 @@ the source's side receives none or exactly zero: the place the gradient dies.
 
 from dataclasses import dataclass
 
-from workbook.finder.reach import source_tensors
+from workbook.finder.walk.reach import source_tensors
 
 #: Ops that run a body (a loop, a condition): a value that enters only as their integer input steers them.
 CONTROL_OPS = {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}

@@ -1,8 +1,8 @@
 """The words of the finder's advice: what its report says about each kind of break, op and cause.
 
 Introduced in 03_finding_gradient_killers.ipynb. The hints by reason, op type and cause;
-the sharper hints :mod:`workbook.finder.advice` chooses from the code around the op; why
-each fix that :mod:`workbook.finder.rewrites` writes in your own code works; and the notes
+the sharper hints :mod:`workbook.finder.advice.culprit` chooses from the code around the op; why
+each fix that :mod:`workbook.finder.advice.rewrites` writes in your own code works; and the notes
 of the missing-gradients extension. The modules that choose a text fill it in with names
 and code; :mod:`workbook.finder.report` holds the report's data classes and rendering.
 """
@@ -376,7 +376,7 @@ FIX_HIDDEN = (
     "(kept back for this exercise: predict the fix from the op and the line, write it, then compare with "
     "print(report.fixes()))"
 )
-#: What the check of a fix on your example found (workbook.finder.checked_advice).
+#: What the check of a fix on your example found (workbook.finder.advice.checked).
 CHECKED = {
     "passed": " Checked on your example: the gradient now reaches {names}, and the output is unchanged.",
     "past": (
@@ -409,8 +409,8 @@ UNTRACEABLE_WHY = {
 }
 
 # --- Advice read from the code around the op -------------------------------------------
-# workbook.finder.advice picks one of these from what the op's value goes on to do, and
-# workbook.finder.rewrites writes the fix in your own code; the words are all here.
+# workbook.finder.advice.culprit picks one of these from what the op's value goes on to do, and
+# workbook.finder.advice.rewrites writes the fix in your own code; the words are all here.
 
 #: What starts an honest hint where nothing of the parameters reaches the output as a function: a hash, an id,
 #: a sample's index. No gradient can exist there, and tests/test_finder_advice.py checks that what it names trains.
@@ -544,7 +544,7 @@ BUILT_TENSOR_FIX = (
     "the weight is a constant to every call; computed in call(), from the weight, it passes the gradient back. {hint}"
 )
 
-# --- Fixes written in your own code (workbook.finder.rewrites) ----------------------------
+# --- Fixes written in your own code (workbook.finder.advice.rewrites) ----------------------------
 
 #: A replacement; its first code is OLD, as tests/test_finder_advice.py reads it.
 REPLACE = "Replace `{old}` with `{new}`: {why}."

@@ -1,6 +1,6 @@
 """Reading one line of your code: the calls on it, their arguments, and comparisons.
 
-Introduced in 03_finding_gradient_killers.ipynb. :mod:`workbook.finder.advice` writes a
+Introduced in 03_finding_gradient_killers.ipynb. :mod:`workbook.finder.advice.culprit` writes a
 fix in terms of your own expressions ("Replace `ops.round(h)` with ..."), so it needs the
 exact text of the call that made an op. A line may be part of a longer statement (a call
 split over lines, an ``if``), so this reads it with bracket counting, not with ``ast``.

@@ -1,7 +1,7 @@
 """Advice checked before it is shown: each candidate fix applied to your own code, and measured.
 
 Introduced in 03_finding_gradient_killers.ipynb (the section "The fix, checked on your example").
-A hint of the form "Replace `OLD` with `NEW`" (:mod:`workbook.finder.rewrites`) is applied
+A hint of the form "Replace `OLD` with `NEW`" (:mod:`workbook.finder.advice.rewrites`) is applied
 the way you would apply it: in the function whose line made the culprit, OLD becomes NEW.
 The target then runs once more, eagerly, on your example, under a ``GradientTape``, and the
 candidate passes when the gradient now reaches every input and weight that the culprit
@@ -22,8 +22,8 @@ import types
 import numpy as np
 
 from workbook.core.internals import kept_random_state
-from workbook.finder.hints import CHECKED
-from workbook.finder.reach import tf_variable
+from workbook.finder.advice.words import CHECKED
+from workbook.finder.walk.reach import tf_variable
 
 REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
 #: How far the output may move and still be "unchanged": relative to its largest value, float32 round-off.
@@ -33,7 +33,7 @@ TOLERANCE = 1e-4
 def check_culprit(report, followed):
     """Choose the culprit's hint among its candidates by applying each to your code; mark the one shown.
 
-    ``followed`` is the :class:`~workbook.finder.targets.Target` the report was made on. A
+    ``followed`` is the :class:`~workbook.finder.trace.targets.Target` the report was made on. A
     culprit with no candidate that can be applied keeps its hint as it is.
     """
     culprit = report.culprit
@@ -158,8 +158,8 @@ def _verdict(followed, culprit, still, alone):
 
 def _still_dies_at(followed, culprit, starving):
     """Whether the measured gradient of ``starving`` still dies at an op like the culprit, on its line."""
-    from workbook.finder.frames import user_frame
-    from workbook.finder.measured_cut import measured_cuts
+    from workbook.finder.measure.cut import measured_cuts
+    from workbook.finder.trace.frames import user_frame
 
     cuts = measured_cuts(followed, starving, lambda concrete, arguments: concrete(*arguments))
     place = (culprit.file, culprit.line)
@@ -310,7 +310,7 @@ def _outputs_and_gradients(followed):
     """The outputs of one run of ``followed`` on its example, and the gradient of their sum for each source."""
     import tensorflow as tf
 
-    from workbook.finder.measured_cut import sum_of_float_outputs
+    from workbook.finder.measure.cut import sum_of_float_outputs
 
     inputs = [tensor for _, tensor in followed.inputs]
     variables = [tf_variable(v) for v in followed.variables]

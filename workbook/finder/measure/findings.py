@@ -1,7 +1,7 @@
 """The measured dead ends in the report: confirmed, promoted from the notes, or named where the walk saw none.
 
 Introduced in 03_finding_gradient_killers.ipynb (the section "Where the walk cannot see").
-:mod:`workbook.finder.measured_cut` says where the gradient died on your example; the walk
+:mod:`workbook.finder.measure.cut` says where the gradient died on your example; the walk
 says why an op can pass nothing. Where both name an op, the walk's finding stands. Where
 the walk filed the op among the notes (a path that does not matter), the measurement shows
 that it does: it becomes a finding. Where the walk saw a path (a ``where``, a softmax) or
@@ -10,10 +10,10 @@ or "tape measured None" finding of the same source goes: the measurement has sho
 A source the graph passes and the tape measured all zero is never left without a finding.
 """
 
-from workbook.finder.frames import user_frame
-from workbook.finder.hints import ALL_ZERO, MEASURED_DETAIL, REASONS
-from workbook.finder.layer_causes import made_by_layer
+from workbook.finder.advice.words import ALL_ZERO, MEASURED_DETAIL, REASONS
 from workbook.finder.report import Finding, Measured, Rank, Static
+from workbook.finder.trace.frames import user_frame
+from workbook.finder.walk.layer_causes import made_by_layer
 
 #: The walk's findings that only say "something is wrong with this source", replaced by a measured op.
 VAGUE_REASONS = {"disconnected", "measured_none", "unexplained_cut"}

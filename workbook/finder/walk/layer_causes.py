@@ -13,8 +13,8 @@ import re
 
 from workbook.core.code_origin import is_library, user_calls
 from workbook.core.internals import layer_attributes
-from workbook.finder.advice import advise_cause
-from workbook.finder.hints import CAUSES, REASONS
+from workbook.finder.advice.culprit import advise_cause
+from workbook.finder.advice.words import CAUSES, REASONS
 
 
 def made_by_layer(op_name, layers):

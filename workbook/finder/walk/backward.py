@@ -1,16 +1,18 @@
 """The walk back from a program's output: which inputs of each op a gradient reaches.
 
 Introduced in 03_finding_gradient_killers.ipynb. :class:`BackwardWalk` asks TensorFlow's
-own registered gradient function of every op (:mod:`workbook.finder.gradient_probe`) which
+own registered gradient function of every op (:mod:`workbook.finder.walk.gradient_probe`) which
 of its inputs receive a gradient; an input that does not is a :class:`Break`, a candidate
-that :mod:`workbook.finder.graph_walk` sorts into the report.
+that :mod:`workbook.finder.walk.analysis` sorts into the report.
 """
 
 from dataclasses import dataclass
 from enum import IntEnum
 
 from workbook.core import internals
-from workbook.finder.gradient_probe import (
+from workbook.finder.advice.words import PY_FUNCTION_DETAIL
+from workbook.finder.trace.graph_program import custom_gradient_type
+from workbook.finder.walk.gradient_probe import (
     RUN_TIME_GRADIENT_OPS,
     InputGradient,
     gradient_pattern,
@@ -18,9 +20,7 @@ from workbook.finder.gradient_probe import (
     run_time_pattern,
     signature,
 )
-from workbook.finder.graph_program import custom_gradient_type
-from workbook.finder.hints import PY_FUNCTION_DETAIL
-from workbook.finder.reach import SHAPE_ONLY_OPS
+from workbook.finder.walk.reach import SHAPE_ONLY_OPS
 
 
 class Flow(IntEnum):

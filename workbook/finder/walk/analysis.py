@@ -1,9 +1,9 @@
 """The graph half of :func:`workbook.find_gradient_breaks`: trace, walk backwards, report.
 
 Introduced in 03_finding_gradient_killers.ipynb. :func:`analyse` traces the target
-(:mod:`workbook.finder.tracing`), finds which sources reach which tensors
-(:mod:`workbook.finder.reach`), walks back from the output asking TensorFlow's own
-gradient functions (:mod:`workbook.finder.backward_walk`), and sorts the breaks it found
+(:mod:`workbook.finder.trace.tracing`), finds which sources reach which tensors
+(:mod:`workbook.finder.walk.reach`), walks back from the output asking TensorFlow's own
+gradient functions (:mod:`workbook.finder.walk.backward`), and sorts the breaks it found
 into the report's findings and notes. The bodies of ``tf.function`` calls, ``while``
 loops (``tf.while_loop``, ``map_fn``, Keras RNN layers) and ``tf.cond``/``tf.switch_case``
 branches are walked too, so a culprit inside one is named with its own line.
@@ -11,15 +11,15 @@ branches are walked too, so a culprit inside one is named with its own line.
 
 from dataclasses import dataclass, field
 
-from workbook.finder.backward_walk import BackwardWalk, Break, Flow
-from workbook.finder.frames import user_frame
-from workbook.finder.gradient_probe import is_float
-from workbook.finder.graph_program import Program
-from workbook.finder.hints import ONLY_AN_INDEX, RAISES_DETAIL, UNUSED_SOURCE
-from workbook.finder.layer_causes import made_by_layer
-from workbook.finder.reach import Reach, source_tensors
+from workbook.finder.advice.words import ONLY_AN_INDEX, RAISES_DETAIL, UNUSED_SOURCE
 from workbook.finder.report import Finding, GradientReport, Rank, SourceStatus, Static
-from workbook.finder.tracing import trace, untraceable_report
+from workbook.finder.trace.frames import user_frame
+from workbook.finder.trace.graph_program import Program
+from workbook.finder.trace.tracing import trace, untraceable_report
+from workbook.finder.walk.backward import BackwardWalk, Break, Flow
+from workbook.finder.walk.gradient_probe import is_float
+from workbook.finder.walk.layer_causes import made_by_layer
+from workbook.finder.walk.reach import Reach, source_tensors
 
 ASSIGN_OPS = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
 
@@ -41,7 +41,7 @@ class Analysis:
 
 
 def analyse(target, traced=None, layers=()):
-    """Trace ``target`` (a :class:`~workbook.finder.targets.Target`) unless ``traced`` is given; walk back; report.
+    """Trace ``target`` (a :class:`~workbook.finder.trace.targets.Target`) unless ``traced`` is given; walk, report.
 
     ``layers`` are the Keras layers of the target: an op one of them made, with no line of
     yours, is named at the line of yours that made that layer.

@@ -2,21 +2,21 @@
 
 Introduced in 03_finding_gradient_killers.ipynb. Each function here takes the culprit op,
 the line of your code that made it (``code``) and what its integer value goes on to do
-(``uses``, from :mod:`workbook.finder.advice`), finds the call that made the op on that
+(``uses``, from :mod:`workbook.finder.advice.culprit`), finds the call that made the op on that
 line, and returns the hint that replaces it: NEW keeps the forward value and lets the
 gradient through, written with your own argument expressions and names that run where
 ``workbook``, ``keras``, ``ops`` (keras.ops) and ``tf`` are imported. When the call is not
 on the line (a call split over lines, an op made inside a library), it returns None and
 the op's general hint is used. tests/finder_fix_corpus_deep.py applies each one as printed.
 The words of each fix (why it keeps the forward value and lets the gradient through) are
-in :mod:`workbook.finder.hints`.
+in :mod:`workbook.finder.advice.words`.
 """
 
 import re
 
-from workbook.finder.calls import calls, comparison, named, wrap
-from workbook.finder.frames import user_frame
-from workbook.finder.hints import REPLACE, REPLACE_TWO, REWRITE_WHY
+from workbook.finder.advice.code_line import calls, comparison, named, wrap
+from workbook.finder.advice.words import REPLACE, REPLACE_TWO, REWRITE_WHY
+from workbook.finder.trace.frames import user_frame
 
 SURROGATE_OF = {"Round": "round_ste", "Floor": "floor_ste", "Sign": "sign_ste"}
 STEP_NAMES = {"Round": {"round"}, "Rint": {"rint", "round"}, "Floor": {"floor"}, "Ceil": {"ceil"}, "Sign": {"sign"}}

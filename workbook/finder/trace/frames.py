@@ -13,7 +13,7 @@ from workbook.core import code_origin
 __all__ = ["TRACING_FILE", "user_frame", "user_frames"]
 
 #: The finder's module that calls the traced code.
-TRACING_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "diagnosis.py")
+TRACING_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "diagnosis.py")
 
 
 def user_frames(frames):

@@ -2,8 +2,8 @@
 
 Introduced in 03_finding_gradient_killers.ipynb. The sources are a target's float inputs
 and trainable variables (:func:`source_tensors` finds their tensors in the graph);
-:class:`Reach` carries them forward, op by op, for :mod:`workbook.finder.backward_walk`
-and the report of :mod:`workbook.finder.graph_walk`.
+:class:`Reach` carries them forward, op by op, for :mod:`workbook.finder.walk.backward`
+and the report of :mod:`workbook.finder.walk.analysis`.
 """
 
 # Ops whose output depends on the shape of an input, never on its values.

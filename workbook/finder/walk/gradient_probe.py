@@ -1,6 +1,6 @@
 """Ask TensorFlow's registered gradient function of one op which of its inputs get a gradient.
 
-Introduced in 03_finding_gradient_killers.ipynb. The walk of :mod:`workbook.finder.backward_walk`
+Introduced in 03_finding_gradient_killers.ipynb. The walk of :mod:`workbook.finder.walk.backward`
 calls this for every op on the way back from the output: it feeds ones to the op's
 outputs that carry a gradient and looks at what the gradient function gives each input:
 nothing (``None``), a constant zero, or something computed from those ones.
@@ -11,7 +11,7 @@ import io
 from dataclasses import dataclass
 from enum import Enum
 
-from workbook.finder.graph_program import custom_gradient_type
+from workbook.finder.trace.graph_program import custom_gradient_type
 
 #: Ops whose gradient is a function of their own: what it returns differs from one op to the next.
 INSTANCE_GRADIENT_OPS = {"IdentityN", "PyFunc", "EagerPyFunc", "PartitionedCall", "StatefulPartitionedCall"}

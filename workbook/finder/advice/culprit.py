@@ -1,12 +1,12 @@
 """Advice that fixes the code: a culprit's hint, read from the op, what its value feeds, and whose code it is.
 
 Introduced in 03_finding_gradient_killers.ipynb. A hint per op type (``OP_HINTS`` in
-:mod:`workbook.finder.hints`) is right for an op on its own; this module sharpens it.
+:mod:`workbook.finder.advice.words`) is right for an op on its own; this module sharpens it.
 Its first suggestion takes one of three forms, so that a student can apply it as printed:
 
 - "Replace `OLD` with `NEW`": OLD is the call on your line that made the op, NEW the same
   computation with a gradient, written with your own expressions
-  (:mod:`workbook.finder.rewrites`);
+  (:mod:`workbook.finder.advice.rewrites`);
 - "Train on `LOSS`": a metric used as a loss (IoU, Dice, AUC, an edit distance, an
   accuracy) has no useful gradient as a whole; LOSS is its differentiable stand-in
   (:mod:`workbook.losses`), and the metric stays a metric;
@@ -19,18 +19,18 @@ Its first suggestion takes one of three forms, so that a student can apply it as
   loss, notebook 06's estimators, or the data pipeline).
 
 :func:`advise_all` lists every rewrite to try, the sharpest first; before the report shows one,
-:mod:`workbook.finder.checked_advice` applies each to your code and runs your example, and
+:mod:`workbook.finder.advice.checked` applies each to your code and runs your example, and
 the first that works is shown ("Checked on your example"). When your line does not show the
 call, the op's general hint is kept. The words of every
-hint are in :mod:`workbook.finder.hints`; this module chooses among them. Every fix is applied
+hint are in :mod:`workbook.finder.advice.words`; this module chooses among them. Every fix is applied
 as printed to the public cases of tests/finder_fix_corpus.py and
 tests/finder_fix_corpus_deep.py, and a GradientTape checks that the gradient then flows.
 """
 
 import re
 
-from workbook.finder.frames import user_frames
-from workbook.finder.hints import (
+from workbook.finder.advice.rewrites import ALTERNATIVES, BITWISE_OPS, rewrite
+from workbook.finder.advice.words import (
     BITWISE_HINT,
     BUILT_TENSOR_FIX,
     GRID_HINT,
@@ -42,7 +42,7 @@ from workbook.finder.hints import (
     NO_GRADIENT_CAN_EXIST,
     TOKENS_HINT,
 )
-from workbook.finder.rewrites import ALTERNATIVES, BITWISE_OPS, rewrite
+from workbook.finder.trace.frames import user_frames
 
 #: Where Keras's own metric functions live: an op made there, by a metric passed as a loss, is a metric's.
 METRICS_DIR = "keras/src/metrics/"
@@ -82,7 +82,7 @@ def advise(op, hint, code=None):
 def advise_all(op, hint, code=None):
     """Every fix to try for culprit ``op``, the sharpest first (:func:`advise`), then other rewrites of your line.
 
-    :mod:`workbook.finder.checked_advice` applies them in this order to your code and shows the
+    :mod:`workbook.finder.advice.checked` applies them in this order to your code and shows the
     first that passes on your example.
     """
     first = advise(op, hint, code)
