@@ -612,7 +612,10 @@ PIPELINE = (
     "which it does not read again (that would change what your training reads)"
 )
 NOT_TUPLES = "its batches are not (x, y) or (x, y, sample_weight) tuples"
-ONLY_ARRAYS = "it reads a batch only from NumPy arrays and tensors, and this call was given {given}"
+ONLY_ARRAYS = (
+    "it reads a batch only from NumPy arrays and tensors (alone, or in a dict, list or tuple of them), "
+    "and this call was given {given}"
+)
 #: An optimizer step in a loop of your own: the model to pass, as your line names it.
 OWN_LOOP = (
     "No variable got a gradient. To name the op that cut it, pass your model and one batch to "
