@@ -6,6 +6,9 @@ notebooks, so the paths here are relative to that folder. Nothing is executed he
 student's clean environment and two at a time, and keeps them for the next build.
 """
 
+from docutils import nodes
+from sphinx.writers.html5 import HTML5Translator
+
 project = "The gradient workbook"
 author = "The gradient workbook's authors"
 copyright = "the gradient workbook's authors, MIT licence"  # noqa: A001  (Sphinx's name for it)
@@ -53,3 +56,29 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
 }
+
+
+class EnlargeableFigures(HTML5Translator):
+    """Every figure is a link to itself at full size: on a phone, a tap opens a six-panel figure to read."""
+
+    def visit_image(self, node):
+        start = len(self.body)
+        super().visit_image(node)  # which points node["uri"] at the page's copy, in _images/
+        if self._enlargeable(node):
+            link = f'<a class="book-enlarge" href="{self.attval(node["uri"])}" title="Open the figure at full size">'
+            self.body.insert(start, link)
+
+    def depart_image(self, node):
+        super().depart_image(node)
+        if self._enlargeable(node):
+            self.body.append("</a>")
+
+    @staticmethod
+    def _enlargeable(node):
+        uri = node["uri"]
+        return uri.startswith("_images/") and uri.endswith(".png") and not isinstance(node.parent, nodes.reference)
+
+
+def setup(app):
+    # The theme builds its own translator on top of this one (pydata-sphinx-theme's setup_translators).
+    app.set_translator("html", EnlargeableFigures)

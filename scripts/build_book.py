@@ -12,7 +12,8 @@ Three steps, each its own function:
 2. :func:`prepare` writes the pages: the executed notebooks with worked solutions
    folded (as in JupyterLab), the explorer widget as its picture, alt text on every
    figure, links into the repository made absolute, and the landing page.
-3. Sphinx renders ``build/book/source`` into ``build/book/html`` with execution off.
+3. Sphinx renders ``build/book/source`` into ``build/book/html`` with execution off (each
+   figure a link to itself at full size: ``book/conf.py``).
 
 The graded assignment is shown as students receive it (``course/release/``), and
 every Colab, Binder and download link points at the students' version.
@@ -538,20 +539,7 @@ def render(out=BUILD):
     command = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q"]
     command += ["-d", str(out / "doctrees"), str(out / "source"), str(html)]
     subprocess.run(command, check=True, cwd=ROOT)
-    for page in html.glob("*.html"):
-        page.write_text(enlargeable_figures(page.read_text()))
     return html
-
-
-#: A notebook's figure on a page (Sphinx copies output images to _images/).
-_FIGURE = re.compile(r'<img ([^>]*?)src="(_images/[^"]+\.png)"([^>]*)>')
-
-
-def enlargeable_figures(page):
-    """Every figure is a link to itself at full size: on a phone, a tap opens a six-panel figure to read."""
-    return _FIGURE.sub(
-        r'<a class="book-enlarge" href="\2" title="Open the figure at full size"><img \1src="\2"\3></a>', page
-    )
 
 
 def site_size(html):

@@ -133,7 +133,12 @@ def _literal(node):
 
 
 def _bound(passed, parameters):
-    """Parameter name -> the value a call passes, or the default it leaves in place (UNKNOWN ones left out)."""
+    """Parameter name -> the value a call passes, or the default it leaves in place (UNKNOWN ones left out).
+
+    Not ``inspect.Signature.bind_partial``: a Keras layer takes ``name=`` through ``**kwargs``, where
+    binding would hide it in a dict, and a call that does not bind (one argument too many) is still
+    the student's call to point at.
+    """
     positional, keywords = passed
     names = [name for name, p in parameters.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     arguments = {name: p.default for name, p in parameters.items() if p.default is not p.empty}

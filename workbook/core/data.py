@@ -249,7 +249,9 @@ def _download_to_cache(url, path):
     """Download Keras's MNIST into a temporary file beside ``path``, check it, then move it into place.
 
     An interrupted or damaged download never becomes ``path``: only a file that
-    reads as MNIST is renamed to it, and an existing file is never replaced.
+    reads as MNIST is renamed to it, and an existing file is never replaced. Not Keras's
+    ``get_file`` (``keras.datasets.mnist.load_data``): it downloads into ``path`` itself, with no
+    timeout, and downloads again over a cached file whose hash differs.
     """
     folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
@@ -275,7 +277,11 @@ def _site_reachable(url, timeout):
 
 
 def _run_with_timeout(function, timeout):
-    """Run ``function`` in a daemon thread; its result, or None if it failed or took too long."""
+    """Run ``function`` in a daemon thread; its result, or None if it failed or took too long.
+
+    Not ``concurrent.futures``: its worker threads are joined when Python exits, so a download
+    still stuck after the timeout would hold up the end of the kernel.
+    """
     result = []
 
     def target():

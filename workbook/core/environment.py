@@ -5,7 +5,6 @@ Introduced in 00_start_here.ipynb; every notebook's Setup cell calls :func:`setu
 
 import os
 import platform
-import random
 import sys
 
 import numpy as np
@@ -77,10 +76,9 @@ def setup(seed=0, quiet=True):
     except ImportError as error:  # a broken or missing install: say so, and what to do, above its traceback
         raise ImportError(_cannot_import(error)) from error
 
-    seed = int(seed)  # a NumPy integer too: random.seed takes only Python's own
-    random.seed(seed)
-    np.random.seed(seed)
-    keras.utils.set_random_seed(seed)
+    # Python's random, NumPy's and TensorFlow's (Keras 3.8 and newer seed all three); a NumPy
+    # integer too, as Keras takes only Python's own int.
+    keras.utils.set_random_seed(int(seed))
     return environment_report()
 
 

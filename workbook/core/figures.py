@@ -91,7 +91,7 @@ def _describe_axes(ax):
 
 
 def _plain(text):
-    """Mathtext as words: $\\mathrm{round}(x)$ reads round(x)."""
+    """Mathtext as words: $\\mathrm{round}(x)$ reads round(x) (Matplotlib parses mathtext only to draw it)."""
     text = re.sub(r"\\(?:mathrm|operatorname|text)\{([^}]*)\}", r"\1", text)
     return re.sub(r"[$\\{}]", "", text)
 

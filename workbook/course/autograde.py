@@ -43,6 +43,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells, SaveAutoGrades
+from nbgrader.utils import is_grade, is_locked, is_solution, is_task
 from traitlets import Dict, Integer, List, Unicode, validate
 
 from workbook.core.arguments import refuse
@@ -75,8 +76,7 @@ def _grade_id(cell):
 
 
 def _is_test_cell(cell):
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution") and cell.cell_type == "code"
+    return cell.cell_type == "code" and bool(is_grade(cell)) and not is_solution(cell)
 
 
 class GuardedExecute(Execute):
@@ -488,7 +488,7 @@ class RefuseMalformedMetadata(NbGraderPreprocessor):
                     f"needs manual grading: {where}'s nbgrader metadata is malformed ({why})"
                 ) from None
             grade_id = meta["nbgrader"].get("grade_id")
-            graded = any(meta["nbgrader"].get(flag) for flag in ("grade", "solution", "locked", "task"))
+            graded = any(test(cell) for test in (is_grade, is_solution, is_locked, is_task))
             if graded and grade_id in seen:
                 raise MalformedSubmission(
                     f"needs manual grading: cells {seen[grade_id]} and {index + 1} have the same grade_id "

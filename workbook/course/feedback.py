@@ -16,23 +16,21 @@ on a "BEGIN HIDDEN TESTS" the student wrote without its end. This step:
   JavaScript outputs are dropped.
 """
 
-import re
-
-from nbconvert.filters import clean_html
+from nbconvert.filters import clean_html, strip_ansi
 from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.utils import is_grade, is_solution
 
 __all__ = ["FeedbackWithoutHiddenTests"]
 
 BEGIN, END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 HIDDEN_LINE = "[a line of the hidden tests]"
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Lines of the hidden tests too short or too common to say anything (a bracket, "else:") are not looked for.
 _SHORTEST = 8
 
 
 def _is_check(cell):
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return isinstance(meta, dict) and bool(meta.get("grade")) and not meta.get("solution")
+    # A submission's metadata may be anything: nbgrader's tests read it only where it is a mapping.
+    return isinstance(cell.metadata.get("nbgrader"), dict) and bool(is_grade(cell)) and not is_solution(cell)
 
 
 def _split(source):
@@ -75,8 +73,11 @@ def _take_out_hidden_tests(cells):
 
 
 def _shows_hidden(line, hidden):
-    """True if ``line`` (colours aside) holds a line of the hidden tests, or a long enough piece of one."""
-    plain = _ANSI.sub("", line)
+    """True if ``line`` (colours aside) holds a line of the hidden tests, or a long enough piece of one.
+
+    Colours are taken out by nbconvert's ``strip_ansi``, the reading of escape codes that renders the feedback.
+    """
+    plain = strip_ansi(line)
     piece = plain.strip(" \t^~|-<>0123456789")  # a traceback's frame marks and line numbers
     return any(h in plain or (len(piece) >= _SHORTEST and piece in h) for h in hidden)
 

@@ -96,7 +96,11 @@ def _by_student(share, assignment, lines, code, ended):
 
 
 def _split(share, assignment, lines):
-    """(opening lines, {student: their lines}, {student: when their first line came}, the failed students)."""
+    """(opening lines, {student: their lines}, {student: when their first line came}, the failed students).
+
+    Read from the log's text: an ``nbgrader autograde`` run says which submission it is at, and which
+    failed, nowhere else (its converter returns nothing per submission).
+    """
     names = "|".join(re.escape(student) for student in share)
     # nbgrader names a submission by its folders (submitted/<id>/<assignment>, autograded/...) or
     # its id: first as it removes an earlier grading, copies a file or adds the student; at the
