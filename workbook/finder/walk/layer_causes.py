@@ -52,7 +52,7 @@ def _calls_of_operations(op, layers):
     """
     import keras
 
-    frames = [(frame.filename, frame.lineno) for frame in op.traceback]
+    frames = [(frame.filename, frame.lineno) for frame in op.traceback or ()]  # none kept in a SavedModel
     operations = [
         (operation, model)
         for model in layers
