@@ -52,7 +52,7 @@ def _calls_of_operations(op, layers):
     """
     import keras
 
-    frames = [(frame.filename, frame.lineno) for frame in op.traceback or ()]  # none kept in a SavedModel
+    frames = _places(op)
     operations = [
         (operation, model)
         for model in layers
@@ -78,6 +78,11 @@ def _in_the_scope_that_built(found):
         scores[call] = sum(any(within(scope, *where[:2]) for where in lines) for lines in made)
     best = max(scores.values(), default=0)
     return [call for call, score in scores.items() if score == best] if best else []
+
+
+def _places(op):
+    """(file, line) of each frame of the traceback that made ``op`` (none for the ops of a loaded SavedModel)."""
+    return [(frame.filename, frame.lineno) for frame in op.traceback or ()]
 
 
 def _same_dtype(config, op):
