@@ -1051,3 +1051,62 @@ def loop_trip_count_from_a_halting_unit():
 
     keras.utils.set_random_seed(0)
     return Halting(), X
+
+
+# --- The line of yours behind an op a model runs for you: a layer of your own, a keras.ops call on a KerasTensor ---
+
+
+@case("https://github.com/keras-team/keras/issues/13502")
+def stop_gradient_inside_a_layer_of_your_own():
+    # The issue stops the gradient at a block with a Lambda layer; here the block is a layer written for it,
+    # which a functional model calls for you.
+    class ConvDropped(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.conv = keras.layers.Conv2D(2, 1)
+
+        def call(self, x):
+            return ops.stop_gradient(self.conv(x))  # culprit: StopGradient stop_gradient
+
+    inputs = keras.Input((2, 2, 3))
+    hidden = ConvDropped(name="conv_dropped")(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Flatten()(hidden)))
+    model.compile(optimizer="adam", loss="mse")
+    return model, (IMAGES, TARGETS)
+
+
+@case("https://github.com/keras-team/keras/issues/20124")
+def stop_gradient_on_a_keras_tensor():
+    # The issue's model, the stop on the other branch: ops.stop_gradient on a KerasTensor becomes an operation of
+    # the model (no layer of yours, no line Keras keeps), and the Dense it follows gets no gradient.
+    a = keras.Input(shape=(3,))
+    b = keras.layers.Dense(4)(a)
+    c = keras.layers.Dense(4)(b)
+    d = ops.stop_gradient(c) + b  # culprit: StopGradient stop_gradient
+    model = keras.Model(inputs=a, outputs=keras.layers.Dense(1)(d))
+    model.compile(optimizer="adam", loss="mse")
+    return model, (X, TARGETS)
+
+
+@case("https://github.com/keras-team/keras/issues/20124", clean=True)
+def stop_gradient_on_a_keras_tensor_beside_a_path():
+    # The issue's model as published: the first Dense still learns through the second.
+    a = keras.Input(shape=(2,))
+    b = keras.layers.Dense(4)(a)
+    c = keras.layers.Dense(4)(b)
+    d = ops.stop_gradient(b) + c
+    model = keras.Model(inputs=a, outputs=d)
+    model.compile(optimizer="adam", loss="mse")
+    return model, (X[:, :2], np.ones((4, 4), "float32"))
+
+
+@case("https://codemia.io/knowledge-hub/path/intermediate_layer_makes_tensorflow_optimizer_to_stop_working_1")
+def argmax_on_a_keras_tensor():
+    # The page's functional model (tf.argmax then tf.cast on the Dense's output), in keras.ops as Keras 3 needs.
+    inputs = keras.Input(shape=(3,))
+    x = keras.layers.Dense(8, activation="relu")(inputs)
+    x = ops.argmax(x, axis=1)  # culprit: ArgMax integer_output
+    outputs = ops.expand_dims(ops.cast(x, "float32"), -1)
+    model = keras.Model(inputs, keras.layers.Dense(1)(outputs))
+    model.compile(optimizer="adam", loss="mse")
+    return model, (X, TARGETS)

@@ -528,3 +528,45 @@ def test_the_extra_run_of_a_py_function_prints_nothing_of_its_own(capsys):
         printed,
         len(runs),
     )  # the traced run printed as without the finder; the probe's ran silently
+
+
+def rounded_model():
+    """A functional model that rounds a Dense's output and casts it (keras.ops calls on a KerasTensor)."""
+    inputs = keras.Input((3,))
+    hidden = keras.layers.Dense(2, name="before_the_cast")(inputs)
+    digits = ops.cast(ops.round(hidden), "int32")
+    model = keras.Model(inputs, keras.layers.Dense(1)(ops.cast(digits, "float32")))
+    model.compile(loss="mse")
+    return model
+
+
+def twin():
+    """A model that :func:`twin_again` makes too: which of the two made a given one cannot be told."""
+    inputs = keras.Input((3,))
+    digits = ops.round(keras.layers.Dense(2, name="twin")(inputs))
+    return keras.Model(inputs, keras.layers.Dense(1)(digits))
+
+
+def twin_again():
+    inputs = keras.Input((3,))
+    digits = ops.round(keras.layers.Dense(2, name="twin")(inputs))
+    return keras.Model(inputs, keras.layers.Dense(1)(digits))
+
+
+def test_a_keras_ops_call_on_a_keras_tensor_is_named_at_its_line_or_not_at_all():
+    """The op a functional model runs for ops.round(...) on a KerasTensor: Keras keeps no line of it. The finder names
+    the call whose arguments agree and whose function made the model's layers; of two it cannot tell apart, none."""
+    model = rounded_model()
+    y = np.ones((4, 1), "float32")
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=EXAMPLE, y=y, y_pred=model(EXAMPLE))
+    assert tape.gradient(loss, model.get_layer("before_the_cast").kernel) is None
+    lines, start = inspect.getsourcelines(rounded_model)
+    made = start + next(i for i, text in enumerate(lines) if "ops.round(" in text)
+    culprit = workbook.find_gradient_breaks(model, (EXAMPLE, y)).culprit
+    assert (culprit.op_type, culprit.line, culprit.layer) == ("Round", made, "round"), culprit
+    assert culprit.where == f"test_diagnosis.py:{made} (layer round)"
+    model = twin_again()
+    model.compile(loss="mse")
+    culprit = workbook.find_gradient_breaks(model, (EXAMPLE, y)).culprit
+    assert culprit.op_type == "Round" and culprit.file is None and culprit.where.startswith("(inside layer "), culprit

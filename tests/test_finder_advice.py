@@ -22,9 +22,9 @@ of the hint (between backticks) is that suggestion, in one of three forms:
   step, whose surrogate is a choice) is honest. It must name what works instead (the case's
   ``words``, when it has no ``rebuild``), and that stand-in (the case's ``fixed``) must train.
 
-A hint with no code, or whose code cannot be applied, fixes nothing; a replacement on a line
-that runs again with the target must also say that the finder checked it on the case's own
-example before showing it. At least 90% of
+A hint with no code, or whose code cannot be applied, fixes nothing; a replacement must also
+say that the finder checked it on the case's own example before showing it (a line that runs
+once, when the model is made, on the model made again with it). At least 90% of
 the cases must be hits, and at least 90% of the hits fixed.
 """
 
@@ -242,9 +242,8 @@ def finder_verdict(builder):
     target, intent = applied(builder, built, culprit.hint)
     if target is None:
         return True, False, f"{intent}:\n{culprit.hint}"
-    # The line that made a layer, or build(), does not run again with the model: those fixes are checked here only.
-    runs_again = culprit.layer is None and culprit.reason != "disconnected"
-    if first_suggestion(culprit.hint)[0] == "replace" and runs_again and culprit.checked is not True:
+    # Also a fix of the line that made a layer, or of build(), which runs once: checked on the model made again.
+    if first_suggestion(culprit.hint)[0] == "replace" and culprit.checked is not True:
         return True, False, f"a fix in the case's own code, shown without the check on its example:\n{culprit.hint}"
     fixed = flows(target, built.example) and intent is True
     return True, fixed, f"flows {flows(target, built.example)}, means the same {intent}:\n{culprit.hint}"

@@ -115,3 +115,85 @@ def test_the_extra_runs_print_nothing_of_your_code(capsys):
     report = workbook.find_gradient_breaks(noisy_quantize, Z)
     assert report.culprit.checked is not None  # the check ran (and ran the code again)
     assert capsys.readouterr().out.count("quantizing") == 1  # the one trace of the report, as before the check
+
+
+# -- A fix on a line that runs once, when the model is made: checked on the model made again, or said not to be --
+
+IMAGES = np.random.default_rng(2).uniform(size=(2, 8, 8, 1)).astype("float32")
+TARGETS = np.ones((2, 1), "float32")
+
+
+def area_resized(pooling):
+    """A Dense, then a 2x downsampling made by ``pooling`` (a layer), then the loss: a model made once."""
+    inputs = keras.Input((8, 8, 1))
+    features = keras.layers.Dense(2)(inputs)
+    pooled = pooling(features)
+    model = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Flatten()(pooled)))
+    model.compile(loss="mse")
+    return model
+
+
+def dense_gradient(model):
+    """The gradient of the loss for the first Dense's kernel; None where there is none (or none is registered)."""
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=IMAGES, y=TARGETS, y_pred=model(IMAGES))
+    try:
+        return tape.gradient(loss, model.layers[1].kernel)
+    except LookupError:
+        return None
+
+
+def next_name():
+    """The number in the name Keras gives the next AveragePooling2D it names by itself."""
+    name = keras.layers.AveragePooling2D((2, 2)).name
+    return int(name.rsplit("_", 1)[1]) if name[-1].isdigit() and "_" in name else 0
+
+
+def test_a_fix_of_the_line_that_made_a_layer_is_checked_on_the_model_made_again():
+    broken = area_resized(keras.layers.Resizing(4, 4, interpolation="area"))
+    assert dense_gradient(broken) is None  # ResizeArea has no gradient registered
+    fixed = area_resized(keras.layers.AveragePooling2D((2, 2)))
+    assert np.any(dense_gradient(fixed).numpy())  # the fix, made by hand: the Dense learns
+    before = next_name()
+    culprit = workbook.find_gradient_breaks(broken, (IMAGES, TARGETS)).culprit
+    assert culprit.layer and culprit.hint.startswith('Replace `keras.layers.Resizing(4, 4, interpolation="area")`')
+    assert culprit.checked is True and "Checked on your example: the gradient now reaches" in culprit.hint
+    # The model made again to check it named its own pooling layer: the student's next one is named as without it.
+    assert next_name() == before + 1
+
+
+def test_a_fix_in_build_is_checked_on_the_layer_made_again():
+    class SparseDense(keras.layers.Layer):
+        def build(self, input_shape):
+            self.values = self.add_weight(shape=(3,), initializer="ones", name="values")
+            self.kernel = tf.SparseTensor([[0, 0], [1, 1], [2, 0]], self.values, (3, 2))
+
+        def call(self, inputs):
+            return tf.transpose(tf.sparse.sparse_dense_matmul(self.kernel, inputs, adjoint_a=True, adjoint_b=True))
+
+    rows = np.ones((2, 3), "float32")
+    layer = SparseDense()
+    layer(rows)  # built by a first call, as training builds it
+    with tf.GradientTape() as tape:
+        value = ops.sum(layer(rows))
+    assert tape.gradient(value, layer.values.value) is None  # the kernel was made once, from the weight's value
+    culprit = workbook.find_gradient_breaks(layer, rows).culprit
+    assert culprit.reason == "disconnected" and culprit.code.startswith("self.kernel = tf.SparseTensor(")
+    assert culprit.checked is True and "Checked on your example: the gradient now reaches" in culprit.hint
+
+
+def test_a_fix_the_finder_cannot_make_again_says_it_was_not_checked():
+    pattern = [[0, 0], [1, 1], [2, 0]]  # a name of this function: the class made again from its source has none
+
+    class SparseDense(keras.layers.Layer):
+        def build(self, input_shape):
+            self.values = self.add_weight(shape=(3,), initializer="ones", name="values")
+            self.kernel = tf.SparseTensor(pattern, self.values, (3, 2))
+
+        def call(self, inputs):
+            return tf.transpose(tf.sparse.sparse_dense_matmul(self.kernel, inputs, adjoint_a=True, adjoint_b=True))
+
+    culprit = workbook.find_gradient_breaks(SparseDense(), np.ones((2, 3), "float32")).culprit
+    assert culprit.reason == "disconnected" and culprit.hint.startswith("Replace `self.kernel = ")
+    assert culprit.checked is not True and "Checked on your example" not in culprit.hint
+    assert "Not checked on your example: this line runs once, when the model is made" in culprit.hint

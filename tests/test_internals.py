@@ -529,3 +529,18 @@ def test_the_variant_tensor_of_a_dataset_serialises_its_pipeline():
     ops = [node.op for node in tf.compat.v1.GraphDef.FromString(serialized.numpy()).node]
     if "RangeDataset" not in ops or not any(op.startswith("BatchDataset") for op in ops):
         changed("dataset._variant_tensor", f"the pipeline serialised from it has the ops {ops}")
+
+
+def test_keras_counts_the_names_it_gives_in_its_global_state_and_kept_layer_names_puts_them_back():
+    """The next automatic name is ``dense_{n}`` as if the layers made inside the block had never been."""
+    keras.layers.Dense(1)  # the first is named plain "dense"; every later one is numbered
+    base, _, number = keras.layers.Dense(1).name.rpartition("_")  # e.g. dense_4: what Keras counted so far
+    following = f"{base}_{int(number) + 1}"
+    with internals.kept_layer_names():
+        inside = [keras.layers.Dense(1).name for _ in range(3)]
+    assert inside[0] == following, changed("Keras's count of the names it gave", "the name counter")
+    assert keras.layers.Dense(1).name == following  # the three made inside are not counted
+    with pytest.raises(RuntimeError), internals.kept_layer_names():
+        keras.layers.Dense(1)
+        raise RuntimeError("a fix that fails while the model is made again")
+    assert keras.layers.Dense(1).name == f"{base}_{int(number) + 2}"

@@ -16,7 +16,17 @@ import re
 import sys
 import sysconfig
 
-__all__ = ["WORKBOOK_DIR", "is_library", "is_workbook", "user_calls", "user_frame", "user_frames"]
+__all__ = [
+    "WORKBOOK_DIR",
+    "is_library",
+    "is_workbook",
+    "scope_of",
+    "source_span",
+    "user_calls",
+    "user_frame",
+    "user_frames",
+    "within",
+]
 
 WORKBOOK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY_DIRS = tuple(
@@ -89,6 +99,43 @@ def user_calls(function, values):
                 named = _agrees(arguments.get("name"), values.get("name")) is True
                 found[named].append((filename, line, lines[line - 1].strip()))
     return found[True] or found[False]
+
+
+def scope_of(filename, line):
+    """(filename, first line, last line) of the innermost function of ``filename`` around ``line``, else the whole file.
+
+    Introduced in 03_finding_gradient_killers.ipynb: the code that made a model is read as one piece.
+    """
+    spans = _function_spans("".join(linecache.getlines(filename)))
+    inner = [(first, last) for first, last in spans if first <= line <= last]
+    first, last = max(inner, default=(1, sys.maxsize))
+    return filename, first, last
+
+
+def source_span(obj):
+    """(filename, first line, last line) of the source of a function or class, or None where it has none."""
+    try:
+        lines, start = inspect.getsourcelines(obj)
+        filename = inspect.getsourcefile(obj)
+    except (TypeError, OSError):
+        return None
+    return filename, start, start + len(lines) - 1
+
+
+def within(scope, filename, line):
+    """Whether ``line`` of ``filename`` lies in ``scope`` (:func:`scope_of`)."""
+    return filename == scope[0] and scope[1] <= line <= scope[2]
+
+
+@functools.lru_cache(maxsize=256)
+def _function_spans(source):
+    """(first line, last line) of each function defined in ``source``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ()
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return tuple((node.lineno, node.end_lineno) for node in ast.walk(tree) if isinstance(node, kinds))
 
 
 def _user_source_files():

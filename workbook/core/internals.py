@@ -349,6 +349,30 @@ def kept_random_state():
         restore_random_state(state)
 
 
+#: The name Keras counts the layers (and operations) it has named under, per name, in its global state.
+KERAS_NAME_COUNTS = "object_name_uids"
+
+
+@contextlib.contextmanager
+def kept_layer_names():
+    """Keras's count of the names it gave (``dense``, ``dense_1``, ...) as found again on exit.
+
+    Used by :func:`workbook.find_gradient_breaks` (03), which may make a model again to check a fix:
+    the next layer the student makes is named as it would have been without the finder.
+    """
+    import collections
+
+    from keras.src.backend.common import global_state
+
+    counts = global_state.get_global_attribute(KERAS_NAME_COUNTS)
+    kept = None if counts is None else dict(counts)
+    try:
+        yield
+    finally:
+        restored = None if kept is None else collections.defaultdict(int, kept)
+        global_state.set_global_attribute(KERAS_NAME_COUNTS, restored)
+
+
 # -- Python, Keras, tf.data: the warnings Python shows, Keras's traceback filter, a dataset's pipeline --
 
 

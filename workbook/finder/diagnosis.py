@@ -13,20 +13,23 @@ so the two views can be compared.
 """
 
 import contextlib
-import inspect
 import io
+import linecache
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from workbook.core.arguments import check_callable, refuse, shown
+from workbook.core.code_origin import source_span
 from workbook.core.internals import (
     grappler_passes_off,
     kept_layer_attributes,
+    kept_layer_names,
     kept_random_state,
     restore_layer_attributes,
 )
 from workbook.finder.advice.checked import check_culprit
+from workbook.finder.advice.rebuilt import Rebuilt
 from workbook.finder.advice.words import (
     ALL_ZERO,
     DISAGREEMENT,
@@ -118,17 +121,24 @@ def _find_gradient_breaks(target, example, loss):
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
-    _check_the_fix(report, followed, target, layers)
+    _check_the_fix(report, followed, (target, example, loss), layers)
     return report
 
 
-def _check_the_fix(report, followed, target, layers):
-    """The culprit's fix chosen by applying it to your code; weights, statistics and attributes put back."""
+def _check_the_fix(report, followed, arguments, layers):
+    """The culprit's fix chosen by applying it to your code; weights, statistics and attributes put back.
+
+    ``arguments`` are the finder's (target, example, loss): a line that runs once is checked on the target made again.
+    """
+    target = arguments[0]
     snapshot = _snapshot(stateful_variables(target))
     with kept_layer_attributes(layers) as attributes:
         try:
-            with _quiet():  # the runs of each fix print nothing of the student's code a second time
-                check_culprit(report, followed)
+            # The runs of each fix print nothing of the student's code a second time, and a model made again to
+            # check a fix leaves the names of the student's next layers as they would have been.
+            with _quiet(), kept_layer_names():
+                rebuilt = Rebuilt(*arguments, report.culprit) if report.culprit is not None else None
+                check_culprit(report, followed, rebuilt)
         except Exception:  # the check is help: when it fails, the hints stay as the walk wrote them
             pass
         finally:
@@ -442,14 +452,11 @@ def _not_recorded(findings, sources, call):
 
 def _source_line(function, text):
     """(file, line, code) of the first line of ``function`` that contains ``text``, or None."""
-    try:
-        lines, start = inspect.getsourcelines(function)
-        file = inspect.getsourcefile(function)
-    except (TypeError, OSError):
-        return None
-    for offset, line in enumerate(lines):
-        if text in line:
-            return file, start + offset, line.strip()
+    span = source_span(function)
+    for line in range(span[1], span[2] + 1) if span else ():
+        code = linecache.getline(span[0], line)
+        if text in code:
+            return span[0], line, code.strip()
     return None
 
 

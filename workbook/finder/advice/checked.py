@@ -14,7 +14,6 @@ is put back as it was afterwards, also when the check fails.
 
 import contextlib
 import gc
-import inspect
 import re
 import textwrap
 import types
@@ -22,6 +21,7 @@ import types
 import numpy as np
 
 from workbook.core.internals import kept_random_state
+from workbook.finder.advice.rebuilt import edited_source, runs_once
 from workbook.finder.advice.words import CHECKED
 from workbook.finder.walk.reach import tf_variable
 
@@ -30,24 +30,38 @@ REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
 TOLERANCE = 1e-4
 
 
-def check_culprit(report, followed):
+def check_culprit(report, followed, rebuilt=None):
     """Choose the culprit's hint among its candidates by applying each to your code; mark the one shown.
 
     ``followed`` is the :class:`~workbook.finder.trace.targets.Target` the report was made on. A
-    culprit with no candidate that can be applied keeps its hint as it is.
+    culprit with no candidate that can be applied keeps its hint as it is. A culprit on a line that
+    runs once, when the model is made, is checked on the model made again (``rebuilt``, a
+    :class:`~workbook.finder.advice.rebuilt.Rebuilt`); where it cannot be, its fix says it was not checked.
     """
     culprit = report.culprit
-    starving = _starving(report, culprit)
+    once = culprit is not None and runs_once(culprit)
+    starving = _starving(report, culprit, once)
     if not starving or not culprit.file:
         return
     names = ", ".join(report.sources[i].label for i in starving)
-    check = _Check(followed, culprit, starving, alone=len(report.findings) == 1)
-    chosen, tried = check.choose(culprit.candidates, names)
+    alone = len(report.findings) == 1
+    check = (
+        _Rebuilt(followed, culprit, starving, alone, rebuilt) if once else _Check(followed, culprit, starving, alone)
+    )
+    # A cause read from a layer's code (a disconnected weight) has one hint, not a list of candidates.
+    chosen, tried = check.choose(culprit.candidates or ([culprit.hint] if once else []), names)
+    _show(culprit, chosen, tried, once)
+
+
+def _show(culprit, chosen, tried, once):
+    """Show on ``culprit`` the fix ``chosen``, or what was ``tried``, or that a fix of a run-once line is unchecked."""
     if chosen is not None:
         culprit.hint, culprit.checked = chosen, True
     elif tried:
         culprit.hint = CHECKED["none_passed"].format(tried="; ".join(tried), hint=culprit.fallback)
         culprit.checked = False
+    elif once and _replacements(culprit.hint):
+        culprit.hint += CHECKED["not_checked"]
 
 
 def _partly(reached, change, names):
@@ -57,13 +71,13 @@ def _partly(reached, change, names):
     return CHECKED["changed"].format(names=names, change=f"{change:.3g}")
 
 
-def _starving(report, culprit):
+def _starving(report, culprit, once=False):
     """The indices of the float sources ``culprit`` cuts that the tape measured no gradient for ([] if none).
 
-    None either when the culprit's line does not run again with the target: the line that made a
-    layer (``culprit.layer``), or a tensor built once in build() (a disconnected weight).
+    A weight the culprit leaves disconnected counts only when the line runs ``once`` (it is
+    checked on the model made again); its finding does not list what it cuts otherwise.
     """
-    if culprit is None or culprit.layer or culprit.reason == "disconnected":
+    if culprit is None:
         return []
     return [
         index
@@ -112,6 +126,54 @@ class _Check:
         if not self._baseline:
             return None
         return _try(self.followed, self.culprit, pairs, (self._baseline, self._functions), self.starving, self.alone)
+
+
+class _Rebuilt(_Check):
+    """Applies candidate fixes to a line that runs once, by making the target again with each (``rebuilt``)."""
+
+    def __init__(self, followed, culprit, starving, alone, rebuilt):
+        super().__init__(followed, culprit, starving, alone)
+        self.rebuilt = rebuilt
+
+    def verdict(self, pairs):
+        """("passed" or "cut", how far the output moved) on the target made again with ``pairs``; None if not made."""
+        made, after = self._run_made_again(pairs)
+        if after is None:
+            return None
+        outputs, flows = after
+        flowing = _flowing_by_name(self.followed, made, flows)
+        still = [i for i in self.starving if not flowing.get(_source_name(self.followed, i), False)]
+        if still and not self.alone:  # another row may cut them too: whether this line still does is not known
+            return None
+        return ("cut" if still else "passed"), _change(self._baseline[0], outputs)
+
+    def _run_made_again(self, pairs):
+        """(the target made again with ``pairs``, :func:`_run` of it); (None, None) if it cannot be made or run."""
+        if self._baseline is None:
+            self._baseline = _run(self.followed) or False
+        made = self.rebuilt.followed(pairs) if self._baseline and self.rebuilt is not None else None
+        return (made, _run(made)) if made is not None else (None, None)
+
+
+def _source_names(followed):
+    """The name of each source of ``followed``, in the order of its gradients: inputs, then weights (by path)."""
+    return [name for name, _ in followed.inputs] + [v.path for v in followed.variables]
+
+
+def _source_name(followed, index):
+    return _source_names(followed)[index]
+
+
+def _flowing_by_name(followed, made, flows):
+    """Source name (as ``followed`` names them) -> whether the gradient reaches it in the target ``made`` again.
+
+    Weights are matched by path, or by position when both have as many (a layer made again inside
+    another gets a new name, and so do its weights' paths).
+    """
+    names, made_names = _source_names(followed), _source_names(made)
+    if len(names) == len(made_names):
+        return dict(zip(names, flows, strict=True))
+    return dict(zip(made_names, flows, strict=True))
 
 
 def _replacements(hint):
@@ -228,14 +290,9 @@ def _holds(code, file, line):
 
 def _edited_code(function, pairs):
     """The code of ``function`` with each OLD of ``pairs`` replaced by its NEW; None if an OLD is not once in it."""
-    try:
-        source = textwrap.dedent(inspect.getsource(function))
-    except (OSError, TypeError):
+    source = edited_source(function, pairs)
+    if source is None:
         return None
-    for old, new in pairs:
-        if source.count(old) != 1:
-            return None
-        source = source.replace(old, new)
     code = function.__code__
     free = code.co_freevars
     if free == ("__class__",):  # a method that calls super(): compiled inside a class, as it was written

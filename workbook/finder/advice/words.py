@@ -392,6 +392,10 @@ CHECKED = {
     "none_passed": (
         "No rewrite the finder knows passed a check on your example ({tried}), so none is offered as the fix. {hint}"
     ),
+    "not_checked": (
+        " Not checked on your example: this line runs once, when the model is made, and the finder could not make "
+        "the model again with the fix; apply it, make the model again and run the finder."
+    ),
 }
 #: A source the output does not depend on, at the line that uses it.
 UNUSED_SOURCE = (

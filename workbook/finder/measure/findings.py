@@ -13,7 +13,7 @@ A source the graph passes and the tape measured all zero is never left without a
 from workbook.finder.advice.words import ALL_ZERO, MEASURED_DETAIL, REASONS
 from workbook.finder.report import Finding, Measured, Rank, Static
 from workbook.finder.trace.frames import user_frame
-from workbook.finder.walk.layer_causes import made_by_layer
+from workbook.finder.walk.layer_causes import made_inside
 
 #: The walk's findings that only say "something is wrong with this source", replaced by a measured op.
 VAGUE_REASONS = {"disconnected", "measured_none", "unexplained_cut"}
@@ -97,7 +97,7 @@ def _frame(op, layers):
     frame = user_frame(op.traceback)
     if frame[0] is not None:
         return frame, None
-    layer, frame = made_by_layer(op.name, layers)  # made inside a layer a model calls for you
+    layer, frame = made_inside(op, layers)  # made inside a layer (or a keras.ops call) a model runs for you
     return frame, layer
 
 

@@ -18,7 +18,7 @@ from workbook.finder.trace.graph_program import Program
 from workbook.finder.trace.tracing import trace, untraceable_report
 from workbook.finder.walk.backward import BackwardWalk, Break, Flow
 from workbook.finder.walk.gradient_probe import is_float
-from workbook.finder.walk.layer_causes import made_by_layer
+from workbook.finder.walk.layer_causes import made_inside
 from workbook.finder.walk.reach import Reach, source_tensors
 
 ASSIGN_OPS = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
@@ -229,7 +229,7 @@ def _only_decides_where(op):
 def _finding(program, brk, cuts):
     frame, layer = user_frame(brk.op.traceback), None
     if frame[0] is None:  # made inside a layer that a model calls for you: the line that made the layer
-        layer, frame = made_by_layer(brk.op.name, program.layers)
+        layer, frame = made_inside(brk.op, program.layers)
     finding = Finding.from_op(
         brk.op,
         brk.reason,

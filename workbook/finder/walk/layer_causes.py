@@ -11,10 +11,90 @@ the layer.
 import inspect
 import re
 
-from workbook.core.code_origin import is_library, user_calls
+from workbook.core.code_origin import is_library, scope_of, source_span, user_calls, within
 from workbook.core.internals import layer_attributes
 from workbook.finder.advice.culprit import advise_cause
 from workbook.finder.advice.words import CAUSES, REASONS
+
+
+def made_inside(op, layers):
+    """(layer or operation, (file, line, code)) for an op that no frame of yours made: :func:`made_by_layer`, else
+    :func:`made_by_operation` (a ``keras.ops`` function you called on a KerasTensor); (None, no line) if neither."""
+    layer, frame = made_by_layer(op.name, layers)
+    if frame[0] is None:
+        operation, found = made_by_operation(op, layers.values())
+        if found[0] is not None:
+            return operation, found
+    return layer, frame
+
+
+def made_by_operation(op, layers):
+    """(operation, (file, line, code)) for an op a functional model made by running a ``keras.ops`` call of yours.
+
+    Introduced in 03_finding_gradient_killers.ipynb. ``ops.stop_gradient(h)`` on a KerasTensor becomes an
+    operation of the model that Keras calls for you (``model.operations``, not a layer), and it keeps no
+    line of yours. The op's traceback holds the frame of that operation's ``call``; its class leads to the
+    ``keras.ops`` function of the same name, and the line is the call of it in your code whose literal
+    arguments agree with the operation's config; of several, the one in the function (or cell, or
+    script) that makes the most of the model's layers. (None, no line) when that is not one line.
+    """
+    found = _calls_of_operations(op, layers)
+    calls = _in_the_scope_that_built(found) if len(found) > 1 else list(found)
+    if len(calls) != 1:
+        return None, (None, None, None)
+    return found[calls[0]][0], calls[0]
+
+
+def _calls_of_operations(op, layers):
+    """Each call of yours that could have made an operation (not a layer) of a model in ``layers`` that made ``op``.
+
+    Returns a dict: (file, line, code) -> (operation, model).
+    """
+    import keras
+
+    frames = _places(op)
+    operations = [
+        (operation, model)
+        for model in layers
+        for operation in getattr(model, "operations", ())
+        if not isinstance(operation, keras.layers.Layer) and _ran_in(type(operation).call, frames)
+    ]
+    found = {}
+    for operation, model in operations:
+        function = getattr(keras.ops, re.sub(r"_\d+$", "", operation.name), None)
+        config = _config(operation)
+        if callable(function) and _same_dtype(config, op):
+            for call in user_calls(function, config):
+                found.setdefault(call, (operation, model))
+    return found
+
+
+def _in_the_scope_that_built(found):
+    """The calls of ``found`` (call -> (operation, model)) in the scope that makes the most of their model's layers."""
+    scores = {}
+    for call, (_, model) in found.items():
+        scope = scope_of(*call[:2])
+        made = [user_calls(type(layer), _config(layer)) for layer in getattr(model, "layers", ())]
+        scores[call] = sum(any(within(scope, *where[:2]) for where in lines) for lines in made)
+    best = max(scores.values(), default=0)
+    return [call for call, score in scores.items() if score == best] if best else []
+
+
+def _places(op):
+    """(file, line) of each frame of the traceback that made ``op`` (none for the ops of a loaded SavedModel)."""
+    return [(frame.filename, frame.lineno) for frame in op.traceback or ()]
+
+
+def _same_dtype(config, op):
+    """Whether an operation that names its output's dtype (``ops.cast(x, "int32")``) could have made ``op``."""
+    dtype = config.get("dtype")
+    return not isinstance(dtype, str) or not op.outputs or op.outputs[0].dtype.name == dtype
+
+
+def _ran_in(method, frames):
+    """Whether one of ``frames`` ((file, line), from a traceback) lies inside the source of ``method``."""
+    span = source_span(method)
+    return span is not None and any(within(span, name, line) for name, line in frames)
 
 
 def made_by_layer(op_name, layers):
@@ -42,7 +122,7 @@ def layer_of_op(op_name, layers):
 
 
 def _config(layer):
-    """What the layer reports of its arguments (its name at least)."""
+    """What the layer (or operation) reports of its arguments (its name at least)."""
     try:
         config = dict(layer.get_config())
     except Exception:  # a layer of yours whose get_config needs arguments it does not have
