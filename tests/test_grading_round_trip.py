@@ -89,6 +89,10 @@ def leftover_processes(marker):
     return found
 
 
+# What the feedback never shows of the hidden tests.
+HIDDEN_WORDS = ("record_model", "record_function", "judge_here", "HIDDEN TESTS")
+
+
 def hub_test(function):
     """A test of the graded class: slow, on the worker that grades it (tests/test_parallel_groups.py)."""
     for mark in (pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.hub, pytest.mark.xdist_group("hub")):
@@ -518,10 +522,10 @@ def autograded(hub, student, assignment=ASSIGNMENT):
     return nbformat.read(hub["course"] / "autograded" / student / assignment / NOTEBOOK, as_version=4)
 
 
-def autograded_errors(hub, student, assignment=ASSIGNMENT):
-    """{grade_id: names of the errors in that cell} of a student's autograded notebook."""
+def autograded_errors(hub, student, assignment=ASSIGNMENT, values="ename"):
+    """{grade_id: the errors in that cell (their names, or their ``values``)} of a student's autograded notebook."""
     return {
-        nbgrader_meta(c).get("grade_id"): [o.ename for o in c.get("outputs", []) if o.output_type == "error"]
+        nbgrader_meta(c).get("grade_id"): [o[values] for o in c.get("outputs", []) if o.output_type == "error"]
         for c in autograded(hub, student, assignment).cells
         if c.cell_type == "code"
     }
@@ -579,22 +583,26 @@ def reported(hub, student, grade_id, label):
     return json.loads(re.search(rf"{label}: (\{{.*\}})", printed(hub, student, grade_id)).group(1))
 
 
+def holding_windows(hub):
+    """{attack on its neighbours: (start, end)}: while it held what it took, else while its kernel ran."""
+    windows = {student: kernel_span(autograded(hub, student)) for student in BESIDE_A_CLASSMATE}
+    if not hub["limits_missing"]:  # else the holding attacks were handed in without their attacks
+        for student, grade_id, label in HOLDING:
+            windows[student] = reported(hub, student, grade_id, label)["window"]
+    return windows
+
+
 @hub_test
 def test_every_attack_on_its_neighbours_ran_while_an_honest_classmate_was_graded(hub):
-    windows = {student: kernel_span(autograded(hub, student)) for student in BESIDE_A_CLASSMATE}
-    for student, grade_id, label in HOLDING:
-        if not hub["limits_missing"]:
-            windows[student] = reported(hub, student, grade_id, label)["window"]  # while it held what it took
     alone = {student: log[-3000:] for student, (_, _, log) in hub["graded"].items() if "StartTogether:" in log}
     assert not alone, alone
     assert hub["pairs"], "no submission of either side reached the step that starts them together"
     classmates, attacks = (sorted(side, key=str) for side in zip(*hub["pairs"], strict=True))
-    assert classmates == beside()[0] and attacks == sorted(BESIDE_A_CLASSMATE), hub["pairs"]  # each with a classmate
+    assert [classmates, attacks] == [beside()[0], sorted(BESIDE_A_CLASSMATE)], hub["pairs"]  # each with a classmate
     pairs = {attack: classmate for classmate, attack in hub["pairs"]}
-    for student, (start, end) in windows.items():
-        classmate = pairs[student]
-        first, last = kernel_span(autograded(hub, classmate))
-        assert first < end and start < last, (student, (start, end), classmate, (first, last))
+    for student, (start, end) in holding_windows(hub).items():
+        first, last = kernel_span(autograded(hub, pairs[student]))
+        assert first < end and start < last, (student, (start, end), pairs[student], (first, last))
     # and each of those classmates kept every point (test_each_submission_gets_the_points_of_its_honest_work)
 
 
@@ -649,30 +657,34 @@ def test_the_sandbox_held_nothing_outside_it_changed_and_nothing_it_started_surv
     assert hub["after"] == dict(processes=[], escaped=False, changed=[], pth=False), hub["after"]
 
 
+def feedback_of(hub, student):
+    return (hub["course"] / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+
+
 @hub_test
 def test_the_verdict_says_why_without_giving_the_answer_and_feedback_hides_the_hidden_tests(hub):
-    errors = {
-        nbgrader_meta(c).get("grade_id"): [o.evalue for o in c.get("outputs", []) if o.output_type == "error"]
-        for c in autograded(hub, "half_right").cells
-    }
-    assert any("is not the op that cuts" in message for message in errors["b_culprit"]), errors
-    feedback = (hub["course"] / "feedback" / "reference" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
-    assert "record_function" not in feedback and "HIDDEN TESTS" not in feedback
-    assert "checked by the grader" in feedback  # the verdict itself is shown
-    half_right = (hub["course"] / "feedback" / "half_right" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    errors = " ".join(map(str, autograded_errors(hub, "half_right", values="evalue")["b_culprit"]))
+    assert "is not the op that cuts" in errors, errors
+    reference = feedback_of(hub, "reference")
+    assert [word in reference for word in ("record_function", "HIDDEN TESTS", "checked by the grader")] == [
+        False,
+        False,
+        True,  # the verdict itself is shown
+    ]
+    half_right = feedback_of(hub, "half_right")
     assert "record_answers" not in half_right and "is not the op that cuts" in half_right
     # a traceback through a hidden line (the untouched release has no model), a hook that printed every cell
-    for student in ("untouched", "feedback_prober"):
-        autograded_text = json.dumps(nbformat.writes(autograded(hub, student)))
-        assert "record_model" in autograded_text, student  # the instructor's own copy shows it...
-        feedback = (hub["course"] / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
-        words = ("record_model", "record_function", "judge_here", "HIDDEN TESTS")[
-            : 3 if student == "feedback_prober" else 4
-        ]
-        assert [word for word in words if word in feedback] == [], student  # ...the student's feedback does not
-    # (the prober wrote the marker into its own answer: shown as written, and its feedback was made)
-    # the student's own HTML is shown as text: nothing of it runs in the reader's browser
-    prober = (hub["course"] / "feedback" / "feedback_prober" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    # (the prober wrote the hidden tests' marker into its own answer: shown as written, and its feedback was made)
+    hidden = {"untouched": HIDDEN_WORDS, "feedback_prober": HIDDEN_WORDS[:3]}
+    for student, words in hidden.items():
+        assert "record_model" in json.dumps(nbformat.writes(autograded(hub, student))), student  # the instructor's
+        assert [word for word in words if word in feedback_of(hub, student)] == [], student  # not the student's
+
+
+@hub_test
+def test_the_students_own_html_is_shown_as_text_in_their_feedback(hub):
+    # nothing of what the student wrote runs in the reader's browser
+    prober = feedback_of(hub, "feedback_prober")
     assert "&lt;img src=x onerror=alert(1)&gt;" in prober and "&lt;script&gt;alert(4)" in prober
     assert not re.search(r"<img[^>]*onerror|<script>alert", prober)
 

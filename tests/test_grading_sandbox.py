@@ -173,6 +173,36 @@ def test_limits_a_kernel_could_not_be_graded_under_are_refused_by_name():
         grader._bound(box=None)
 
 
+def graders_own_groups(groups):
+    """The grader's own group (from /proc/self/cgroup) in the hierarchy of each of the box's ``groups``."""
+    own = {}
+    for line in pathlib.Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        own.update(dict.fromkeys(controllers.split(","), path.strip("/")))
+    controllers = [group.parent.relative_to("/sys/fs/cgroup").parts[0] for group in groups]
+    return [pathlib.Path("/sys/fs/cgroup", controller, own[controller]) for controller in controllers]
+
+
+def flood_beside_a_classmate(flooding, classmate):
+    """Start flood_and_hog in ``flooding``; while its sleepers hold its tasks, a thread in ``classmate``.
+
+    Returns what the flood printed first (split), the classmate's run, what the flood printed after
+    the hog, and the flood's process.
+    """
+    command = box_command(flooding, script("flood_and_hog"))
+    flood = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        first = flood.stdout.readline().split()
+        thread = "import threading; threading.Thread().start()\nprint('ran')"
+        started = subprocess.run(box_command(classmate, thread), capture_output=True, text=True, timeout=60)
+        flood.stdin.write("\n")
+        flood.stdin.flush()
+        rest = flood.communicate(timeout=60)[0]
+    finally:
+        flood.kill()
+    return first, started, rest, flood
+
+
 def test_a_flood_and_a_hog_stay_in_their_box_and_the_classmate_still_starts_a_thread():
     from workbook.course.sandbox import Box, sandbox_problem
 
@@ -185,29 +215,8 @@ def test_a_flood_and_a_hog_stay_in_their_box_and_the_classmate_still_starts_a_th
             pytest.skip(f"this machine gives the grader no per-box limits: {why}")
         assert classmate.limit() is None
         # each group below the grader's own in its hierarchy, so within every limit the grader runs under
-        own = {
-            controllers: path.strip("/")
-            for _, controllers, path in (
-                line.split(":", 2) for line in pathlib.Path("/proc/self/cgroup").read_text().splitlines()
-            )
-        }
-        for group in flooding.cgroups:
-            controller = group.parent.relative_to("/sys/fs/cgroup").parts[0]
-            mine = next(path for names, path in own.items() if controller in names.split(","))
-            assert group.parent == pathlib.Path("/sys/fs/cgroup", controller, mine), (group, own)
-        commands = [
-            box_command(flooding, script("flood_and_hog")),
-            box_command(classmate, "import threading; threading.Thread().start()\nprint('ran')"),
-        ]
-        flood = subprocess.Popen(commands[0], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            first = flood.stdout.readline().split()
-            started = subprocess.run(commands[1], capture_output=True, text=True, timeout=60)
-            flood.stdin.write("\n")
-            flood.stdin.flush()
-            rest = flood.communicate(timeout=60)[0]
-        finally:
-            flood.kill()
+        assert [group.parent for group in flooding.cgroups] == graders_own_groups(flooding.cgroups)
+        first, started, rest, flood = flood_beside_a_classmate(flooding, classmate)
         assert first[:2] == ["stopped", "at"] and int(first[2]) < 64, first  # the flood met its box's limit...
         assert started.returncode == 0 and started.stdout == "ran\n", started  # ...and the classmate did not
         assert "held" not in rest and flood.returncode != 0, (rest, flood.returncode)  # 640 MB: killed at 256

@@ -57,30 +57,43 @@ def promised_limits(notebook):
     return int(promise.group(1)) * 60, int(promise.group(2))
 
 
+def code_cells(notebook):
+    return [c for c in notebook.cells if c.cell_type == "code"]
+
+
 def cell(notebook, grade_id):
     return next(c for c in notebook.cells if nbgrader_meta(c).get("grade_id") == grade_id)
 
 
-def test_cell_limits_budget_and_target_are_the_ones_the_notebook_promises_and_grades_with():
-    # The notebook's own words and numbers are the independent answer: its title cell's promise,
-    # its parameters cell, the literal numbers its check cell grades with, its graded cells' points.
+# The notebook's own words and numbers are the independent answer to what the grader reads from the
+# spec: its title cell's promise, its parameters cell, the literal numbers its check cell grades
+# with, its graded cells' points.
+
+
+def test_each_cells_limit_is_the_one_the_title_cell_promises():
     from workbook.course.grading import cell_timeout
-    from workbook.lab import assignment_spec as spec
 
     notebook = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
     per_cell, budget = promised_limits(notebook)
     part_c = dict.fromkeys(("c_train_answer", "c_reconstruction"), budget + 60)  # the budget and a minute more
-    limits = {nbgrader_meta(c).get("grade_id"): cell_timeout(c) for c in notebook.cells if c.cell_type == "code"}
+    limits = {nbgrader_meta(c).get("grade_id"): cell_timeout(c) for c in code_cells(notebook)}
     assert {grade_id: limits.pop(grade_id) for grade_id in part_c} == part_c
     assert set(limits.values()) == {per_cell}  # every other cell
-    parameters = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
-    assert re.search(rf"^time_budget_seconds = {budget} ", parameters.source, re.M)
+
+
+def test_the_graders_budget_target_and_points_are_the_ones_the_notebook_states_and_grades_with():
+    from workbook.lab import assignment_spec as spec
+
+    notebook = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
+    _, budget = promised_limits(notebook)
+    parameters = "".join(c.source for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    assert re.search(rf"^time_budget_seconds = {budget} ", parameters, re.M)
     check = cell(notebook, "c_reconstruction").source
     graded_with = [re.search(rf"\b{name}=([0-9.]+),", check) for name in ("time_budget_seconds", "target_mse")]
     assert [float(found.group(1)) for found in graded_with] == [spec.TIME_BUDGET_SECONDS, spec.TARGET_MSE]
     assert budget == spec.TIME_BUDGET_SECONDS
-    graded = [nbgrader_meta(c) for c in notebook.cells if nbgrader_meta(c).get("grade")]
-    assert dict(spec.POINTS) == {meta["grade_id"]: meta["points"] for meta in graded}
+    graded = [nbgrader_meta(c) for c in notebook.cells]
+    assert dict(spec.POINTS) == {meta["grade_id"]: meta["points"] for meta in graded if meta.get("grade")}
 
 
 def test_verdicts_pass_the_reference_and_fail_what_differs(tmp_path, monkeypatch):
