@@ -1,6 +1,6 @@
 """Course assignments: nbgrader's metadata, the student versions, and the self-checks.
 
-Grading them for real, through a hub's round trip, is tests/test_grading.py. nbgrader runs
+Grading them for real, through a hub's round trip, is tests/test_grading_round_trip.py. nbgrader runs
 in a temporary course directory with a temporary home, so neither the repository nor the
 user's Jupyter, IPython or Keras folders are written to.
 """
@@ -13,15 +13,13 @@ import shutil
 import nbformat
 import numpy as np
 import pytest
+from grading_helpers import ASSIGNMENT_POINTS
 from notebook_runner import NOTEBOOKS, clean_environment, run_nbgrader
 
 ROOT = NOTEBOOKS.parent
 COURSE = ROOT / "course"
 RELEASE = COURSE / "release"
 ASSIGNMENT = "05_assignment_quantized_autoencoder"
-
-#: Points per graded cell of the assignment, as its title cell promises them.
-ASSIGNMENT_POINTS = {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 4}
 
 _spec = importlib.util.spec_from_file_location("make_assignments", ROOT / "scripts" / "make_assignments.py")
 make_assignments = importlib.util.module_from_spec(_spec)

@@ -50,17 +50,8 @@ ANSWER_KEY = "answer_key_05.py"
 PROBE_FILE = "grading_probe.npz"
 ARTIFACTS_FOLDER = "grading_artifacts"
 
-# The shapes the grader's inputs take: points on the line, and codes shaped like the
-# autoencoder's bottleneck; and images for the gradient inside the autoencoder.
-N_POINTS = 1200
-CODE_SHAPE = (2, 14, 14, 10)
-N_IMAGES = 4
-#: The inputs a function is evaluated on, each a point of what the assignment asks of it
-#: ("any tensor"), not only where the notebook's own checks look: ``x`` on the line around
-#: [0, 1], ``code`` shaped like the bottleneck, ``far`` far outside the clip's window (up to
-#: 1e4 either way), ``ranks`` with a shape of rank 3 (and one of rank 0), ``float64`` in double
-#: precision.
-PROBED = ("x", "code", "far", "rank3", "rank0", "float64")
+# The shapes of the grader's inputs, and which it probes: the spec's, which the verdicts read too.
+N_POINTS, CODE_SHAPE, N_IMAGES, PROBED = spec.N_POINTS, spec.CODE_SHAPE, spec.N_IMAGES, spec.PROBED
 
 
 def write_probe(path, seed=None):

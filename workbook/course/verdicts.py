@@ -30,7 +30,6 @@ import zipfile
 
 import numpy as np
 
-from workbook.course.grading import CODE_SHAPE, N_POINTS, PROBED
 from workbook.lab import assignment_spec as spec
 
 __all__ = ["AnswerKey", "judge", "serve", "main", "MAX_ARTIFACT_BYTES"]
@@ -46,7 +45,7 @@ MAX_ARTIFACT_BYTES = 4_000_000
 # ...and what it may hold once decompressed: the largest array recorded is the grader's codes
 # (3,920 values), and a recording holds the values and gradients and the model's ~12 weights.
 MAX_ARRAYS = 64
-MAX_ARRAY_VALUES = max(N_POINTS, math.prod(CODE_SHAPE))
+MAX_ARRAY_VALUES = max(spec.N_POINTS, math.prod(spec.CODE_SHAPE))
 # ... which, with its header (at most 64 kB in .npy's format 2), is at most this many bytes inflated.
 MAX_MEMBER_BYTES = 4 * MAX_ARRAY_VALUES + 2**16
 # Values agree within float32 rounding; model gradients within float32 summation noise.
@@ -180,7 +179,7 @@ def _values_and_gradients(fn, probe):
     from workbook.core.gradients import value_and_gradient
 
     found = {}
-    for name in PROBED:
+    for name in spec.PROBED:
         value, gradient = value_and_gradient(fn, tf.constant(probe[name]))
         found[f"{name}_value"], found[f"{name}_gradient"] = np.asarray(value), np.asarray(gradient)
     return found
@@ -220,7 +219,7 @@ def _function_verdict(arrays, answers, expected, forward, backward, what):
     if arrays is None:
         why = answers.get("error") if answers else "the hidden test did not record it (the cell failed before)"
         return False, f"✗ {what}: {why}."
-    keys = [f"{name}_value" for name in PROBED] if forward else []
+    keys = [f"{name}_value" for name in spec.PROBED] if forward else []
     problem = _compare(arrays, expected, keys, VALUE_TOLERANCE, f"{what}'s values")
     if problem is None and backward:
         problem = _gradient_problem(arrays, expected, what)
@@ -231,7 +230,7 @@ def _function_verdict(arrays, answers, expected, forward, backward, what):
 
 def _gradient_problem(arrays, expected, what):
     """None if the gradients agree, alone and inside the autoencoder; else the first that does not."""
-    gradients = [f"{name}_gradient" for name in PROBED]
+    gradients = [f"{name}_gradient" for name in spec.PROBED]
     problem = _compare(arrays, expected, gradients, VALUE_TOLERANCE, f"{what}'s gradient")
     if problem is None:
         model_keys = sorted(key for key in expected if key.startswith("model_gradient_"))
@@ -313,7 +312,7 @@ class _References:
         if grade_id not in self._found:
             if grade_id == "b_fix":  # the colleague's values forward, the quantizer's gradient backward
                 colleague = _values_and_gradients(colleague_bottleneck, self.probe)
-                values = {f"{name}_value": colleague[f"{name}_value"] for name in PROBED}
+                values = {f"{name}_value": colleague[f"{name}_value"] for name in spec.PROBED}
                 self._found[grade_id] = {**self.expected("a_forward"), **values}
             else:
                 found = _values_and_gradients(self.key.quantizer, self.probe)

@@ -35,3 +35,16 @@ TRAINING_CELLS = ("c_train_answer", "c_reconstruction")
 #: than ``TIE_MARGIN`` to these are never tested, since there the tie rule decides.
 TIES = (0.5 / 3, 1.5 / 3, 2.5 / 3, 0.0, 1.0)
 TIE_MARGIN = 1e-3
+
+#: The grader's inputs (:func:`workbook.course.grading.write_probe`, read again by the verdicts):
+#: points on the line, codes shaped like the autoencoder's bottleneck, and images for the
+#: gradient inside the autoencoder.
+N_POINTS = 1200
+CODE_SHAPE = (2, 14, 14, 10)
+N_IMAGES = 4
+#: The inputs a function is evaluated on, each a point of what the assignment asks of it
+#: ("any tensor"), not only where the notebook's own checks look: ``x`` on the line around
+#: [0, 1], ``code`` shaped like the bottleneck, ``far`` far outside the clip's window (up to
+#: 1e4 either way), ``rank3`` and ``rank0`` with shapes of rank 3 and 0, ``float64`` in double
+#: precision.
+PROBED = ("x", "code", "far", "rank3", "rank0", "float64")
