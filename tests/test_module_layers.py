@@ -62,7 +62,9 @@ def test_every_module_is_in_a_layer_and_every_module_below_the_display_is_named(
     display_free = set(NO_DISPLAY) | set(DISPLAY)
     below_course = [name for name in modules() if name.count(".") >= 2 and not name.startswith("workbook.course.")]
     # A folder named in a contract names every module in it (import-linter's own reading).
-    unnamed = sorted(name for name in below_course if not any(name == n or name.startswith(n + ".") for n in display_free))
+    unnamed = sorted(
+        name for name in below_course if not any(name == n or name.startswith(n + ".") for n in display_free)
+    )
     assert not unnamed, f"pyproject.toml: do these draw (forbidden_modules) or not (source_modules)? {unnamed}"
     missing = sorted(display_free - set(modules()))
     assert not missing, f"pyproject.toml's contracts name modules that do not exist: {missing}"

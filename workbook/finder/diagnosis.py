@@ -26,7 +26,7 @@ from workbook.core.internals import (
     kept_random_state,
     restore_layer_attributes,
 )
-from workbook.finder.advice.checked import check_culprit
+from workbook.finder.advice.checked import check_culprit, has_a_fix_to_check
 from workbook.finder.advice.words import (
     ALL_ZERO,
     DISAGREEMENT,
@@ -124,6 +124,8 @@ def _find_gradient_breaks(target, example, loss):
 
 def _check_the_fix(report, followed, target, layers):
     """The culprit's fix chosen by applying it to your code; weights, statistics and attributes put back."""
+    if not has_a_fix_to_check(report):  # nothing runs: nothing to snapshot and put back
+        return
     snapshot = _snapshot(stateful_variables(target))
     with kept_layer_attributes(layers) as attributes:
         try:
@@ -156,11 +158,17 @@ def _quiet():
 
 
 def _snapshot(variables):
-    """(variable, value) of each variable to put back; one a failed fit left unbuilt (no value yet) is skipped."""
+    """(variable, value) of each variable to put back; one a failed fit left unbuilt (no value yet) is skipped.
+
+    A value read is a tensor, and tensors are immutable: a later update of the variable leaves it
+    as it was (TensorFlow copies the variable's buffer before writing into one a read still
+    holds). So nothing is copied unless a variable moves: a ResNet's 25 million weights are not
+    copied out to NumPy and back on every run of the finder.
+    """
     snapshot = []
     for variable in variables:
-        value = np.array(variable.numpy())
-        if value.shape == tuple(variable.shape):
+        value = tf_variable(variable).read_value()
+        if tuple(value.shape) == tuple(variable.shape):
             snapshot.append((variable, value))
     return snapshot
 
