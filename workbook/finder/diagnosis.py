@@ -34,7 +34,7 @@ from workbook.finder.advice.words import (
     UNEXPLAINED_CUT,
     YOUR_TAPE_NONE,
 )
-from workbook.finder.measure.cut import measured_cuts, sum_of_float_outputs
+from workbook.finder.measure.cut import any_nonzero, measured_cuts, sum_of_float_outputs
 from workbook.finder.measure.findings import settle_measured
 from workbook.finder.report import REASONS, Finding, GradientReport, Measured, Rank, Static
 from workbook.finder.trace.targets import all_layers, changed_attributes, prepare, stateful_variables
@@ -271,7 +271,8 @@ def _nonzero_flags(gradients):
     """Per gradient: None where there is none, else a boolean tensor, True if any entry is not 0."""
     import tensorflow as tf
 
-    return [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
+    flags = iter(any_nonzero([tf.convert_to_tensor(g) for g in gradients if g is not None]))
+    return [None if g is None else next(flags) for g in gradients]
 
 
 def _verdict(flowing):
