@@ -28,7 +28,7 @@ from workbook.core.internals import (
     kept_random_state,
     restore_layer_attributes,
 )
-from workbook.finder.advice.checked import check_culprit
+from workbook.finder.advice.checked import check_culprit, has_a_fix_to_check
 from workbook.finder.advice.rebuilt import Rebuilt
 from workbook.finder.advice.words import (
     ALL_ZERO,
@@ -37,7 +37,7 @@ from workbook.finder.advice.words import (
     UNEXPLAINED_CUT,
     YOUR_TAPE_NONE,
 )
-from workbook.finder.measure.cut import measured_cuts, sum_of_float_outputs
+from workbook.finder.measure.cut import any_nonzero, measured_cuts, sum_of_float_outputs
 from workbook.finder.measure.findings import settle_measured
 from workbook.finder.report import REASONS, Finding, GradientReport, Measured, Rank, Static
 from workbook.finder.trace.targets import all_layers, changed_attributes, prepare, stateful_variables
@@ -130,6 +130,8 @@ def _check_the_fix(report, followed, arguments, layers):
 
     ``arguments`` are the finder's (target, example, loss): a line that runs once is checked on the target made again.
     """
+    if not has_a_fix_to_check(report):  # nothing runs: nothing to snapshot and put back
+        return
     target = arguments[0]
     snapshot = _snapshot(stateful_variables(target))
     with kept_layer_attributes(layers) as attributes:
@@ -166,11 +168,17 @@ def _quiet():
 
 
 def _snapshot(variables):
-    """(variable, value) of each variable to put back; one a failed fit left unbuilt (no value yet) is skipped."""
+    """(variable, value) of each variable to put back; one a failed fit left unbuilt (no value yet) is skipped.
+
+    A value read is a tensor, and tensors are immutable: a later update of the variable leaves it
+    as it was (TensorFlow copies the variable's buffer before writing into one a read still
+    holds). So nothing is copied unless a variable moves: a ResNet's 25 million weights are not
+    copied out to NumPy and back on every run of the finder.
+    """
     snapshot = []
     for variable in variables:
-        value = np.array(variable.numpy())
-        if value.shape == tuple(variable.shape):
+        value = tf_variable(variable).read_value()
+        if tuple(value.shape) == tuple(variable.shape):
             snapshot.append((variable, value))
     return snapshot
 
@@ -273,7 +281,8 @@ def _nonzero_flags(gradients):
     """Per gradient: None where there is none, else a boolean tensor, True if any entry is not 0."""
     import tensorflow as tf
 
-    return [None if g is None else tf.reduce_any(tf.convert_to_tensor(g) != 0) for g in gradients]
+    flags = iter(any_nonzero([tf.convert_to_tensor(g) for g in gradients if g is not None]))
+    return [None if g is None else next(flags) for g in gradients]
 
 
 def _verdict(flowing):

@@ -38,11 +38,11 @@ def check_culprit(report, followed, rebuilt=None):
     runs once, when the model is made, is checked on the model made again (``rebuilt``, a
     :class:`~workbook.finder.advice.rebuilt.Rebuilt`); where it cannot be, its fix says it was not checked.
     """
-    culprit = report.culprit
-    once = culprit is not None and runs_once(culprit)
-    starving = _starving(report, culprit, once)
-    if not starving or not culprit.file:
+    if not has_a_fix_to_check(report):
         return
+    culprit = report.culprit
+    once = runs_once(culprit)
+    starving = _starving(report, culprit, once)
     names = ", ".join(report.sources[i].label for i in starving)
     alone = len(report.findings) == 1
     check = (
@@ -62,6 +62,12 @@ def _show(culprit, chosen, tried, once):
         culprit.checked = False
     elif once and _replacements(culprit.hint):
         culprit.hint += CHECKED["not_checked"]
+
+
+def has_a_fix_to_check(report):
+    """Whether :func:`check_culprit` has anything to run: a culprit at a line of yours that starves a source."""
+    culprit = report.culprit
+    return bool(culprit is not None and culprit.file and _starving(report, culprit, runs_once(culprit)))
 
 
 def _partly(reached, change, names):
@@ -92,6 +98,9 @@ class _Check:
     def __init__(self, followed, culprit, starving, alone):
         self.followed, self.culprit, self.starving, self.alone = followed, culprit, starving, alone
         self._baseline = self._functions = None
+        # Once a fix that gets past this line is chosen, only one that passes can replace it: whether a
+        # later fix gets past the line is not measured (the measurement traces the code again).
+        self._past_chosen = False
 
     def choose(self, hints, names):
         """(the first of ``hints`` that passes, with what the check found; or None) and what failed, in words.
@@ -108,6 +117,7 @@ class _Check:
                 tried.append(CHECKED["cut" if reached == "cut" else "output"].format(fix=pairs[0][1]))
             elif fallback is None:
                 fallback = hint + _partly(reached, change, names)
+                self._past_chosen = True
         return fallback, tried
 
     def verdicts(self, hints):
@@ -122,10 +132,12 @@ class _Check:
         """What :func:`_try` says of ``pairs``, or None if they cannot be applied (or the code fails as it is)."""
         if self._baseline is None:
             self._functions = _functions_at(self.culprit.file, self.culprit.line)
-            self._baseline = bool(self._functions) and (_run(self.followed) or False)
+            # The code as it is: only its outputs are compared with a fix's, so no gradient is taken.
+            self._baseline = bool(self._functions) and (_run(self.followed, gradients=False) or False)
         if not self._baseline:
             return None
-        return _try(self.followed, self.culprit, pairs, (self._baseline, self._functions), self.starving, self.alone)
+        alone = self.alone or self._past_chosen  # "past" is not asked for: a fix that does not pass counts as "cut"
+        return _try(self.followed, self.culprit, pairs, (self._baseline, self._functions), self.starving, alone)
 
 
 class _Rebuilt(_Check):
@@ -345,15 +357,18 @@ def _swapped(function, code):
             function.__globals__.pop(name, None)
 
 
-def _run(followed):
-    """(float outputs as arrays, per source whether its gradient has an entry that is not 0); None if it fails."""
+def _run(followed, gradients=True):
+    """(float outputs as arrays, per source whether its gradient has an entry that is not 0); None if it fails.
+
+    With ``gradients=False`` the run is forward only, and no source is said to get a gradient.
+    """
     import tensorflow as tf
 
     eager = tf.config.functions_run_eagerly()
     try:
         # Eagerly, so that a tf.function of yours runs the fixed code, not its old trace.
         tf.config.run_functions_eagerly(True)
-        outputs, gradients = _outputs_and_gradients(followed)
+        outputs, gradients = _outputs_and_gradients(followed, gradients)
     except Exception:  # the fix does not run on this code: it is not the fix
         return None
     finally:
@@ -363,8 +378,11 @@ def _run(followed):
     return values, flows
 
 
-def _outputs_and_gradients(followed):
-    """The outputs of one run of ``followed`` on its example, and the gradient of their sum for each source."""
+def _outputs_and_gradients(followed, wanted=True):
+    """The outputs of one run of ``followed`` on its example, and the gradient of their sum for each source.
+
+    With ``wanted`` False: the outputs of a run without a tape, and no gradient (None) for each source.
+    """
     import tensorflow as tf
 
     from workbook.finder.measure.cut import sum_of_float_outputs
@@ -372,9 +390,11 @@ def _outputs_and_gradients(followed):
     inputs = [tensor for _, tensor in followed.inputs]
     variables = [tf_variable(v) for v in followed.variables]
     with kept_random_state(), tf.GradientTape(watch_accessed_variables=False) as tape:
-        tape.watch([t for t in inputs if t.dtype.is_floating] + variables)
+        tape.watch([t for t in inputs if t.dtype.is_floating] + variables if wanted else [])
         outputs = followed.call(*followed.arguments)
         scalar = sum_of_float_outputs(outputs)
+    if not wanted:  # nothing watched, nothing recorded: the same run, without its backward pass
+        return outputs, [None] * len(inputs + variables)
     try:
         gradients = tape.gradient(scalar, inputs + variables, unconnected_gradients=tf.UnconnectedGradients.NONE)
     except (LookupError, tf.errors.OpError):  # an op with no gradient registered is still on the way: none arrives

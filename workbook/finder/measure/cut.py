@@ -44,6 +44,25 @@ def sum_of_float_outputs(outputs):
     return tf.add_n(floats) if floats else None
 
 
+def any_nonzero(tensors):
+    """Per tensor, a boolean scalar tensor: True if any entry is not 0.
+
+    Traced for every weight of a model (a ResNet has hundreds), so the zero and the axes it
+    compares and reduces over are made once per dtype and rank, not once per tensor.
+    """
+    import tensorflow as tf
+
+    zeros, axes, flags = {}, {}, []
+    for tensor in tensors:
+        if tensor.dtype not in zeros:
+            zeros[tensor.dtype] = tf.zeros((), tensor.dtype)
+        rank = tensor.shape.rank
+        if rank is not None and rank not in axes:
+            axes[rank] = tf.range(rank)
+        flags.append(tf.reduce_any(tf.not_equal(tensor, zeros[tensor.dtype]), axis=axes.get(rank)))
+    return flags
+
+
 def measured_cuts(followed, starving, run):
     """The :class:`MeasuredCut` s for the source indices ``starving`` of target ``followed``, in graph order.
 
@@ -62,14 +81,13 @@ def measured_cuts(followed, starving, run):
         reached = _reached(graph, source_tensors(graph, followed), starving)
         floats = [t for t, _ in reached.values() if t.dtype.is_floating]
         gradients = tf.gradients(scalar, floats, unconnected_gradients=tf.UnconnectedGradients.NONE)
-        flags = []
+        values = []
         for tensor, gradient in zip(floats, gradients, strict=True):
             if gradient is not None:
-                values = gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient
-                found[tensor.name] = len(flags)
-                flags.append(tf.reduce_any(tf.not_equal(values, 0)))
+                found[tensor.name] = len(values)
+                values.append(gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient)
         found["graph"], found["reached"] = graph, reached
-        return flags
+        return any_nonzero(values)
 
     try:
         specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
