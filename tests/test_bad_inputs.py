@@ -688,6 +688,11 @@ BAD_CALLS = {
         ["weight_scale=0", "greater than 0"],
     ),
     "plot_spikes(1-D)": (lambda: workbook.plot_spikes([1, 2], [1], [1]), ["plot_spikes: inputs=", "(steps, neurons)"]),
+    "plot_sweep([])": (lambda: workbook.plot_sweep([]), ["plot_sweep: accuracies=[]", "{steepness: {learning_rate"]),
+    "plot_growing_peak(one variant)": (
+        lambda: workbook.plot_growing_peak({("a", "b"): 0.5}, ["5c"], "doi.org/x"),
+        ["plot_growing_peak: accuracies=", "two variants"],
+    ),
 }
 
 

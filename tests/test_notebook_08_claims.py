@@ -24,6 +24,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "notebooks" / "08_spiking_networks.ipynb"
 RELEASE = ROOT / "course" / "release" / "08_spiking_networks" / "08_spiking_networks.ipynb"
 SETUP_SEED = "seed = 0  # every data set and network below draws from it"
+#: What the cells asserting the steepness-and-learning-rate sweep and the growing peak (Zenke &
+#: Vogels's Figures 3 and 5) print just before their asserts.
+CLAIMS_PRINTED = (
+    "at every learning rate k = 1,000 ends at least",
+    "the growing peak with the reset attached costs",
+)
 
 
 def at_seed(path, seed):
@@ -55,6 +61,9 @@ def test_every_claim_holds_at_another_seed(version, seed):
     stderr = stderr_outputs(notebook)
     assert not stderr, f"the {version} version wrote to stderr: " + "; ".join(stderr)
     assert all(cell.execution_count for cell in notebook.cells if cell.cell_type == "code")
+    printed = "\n".join(text_of(cell) for cell in notebook.cells if cell.cell_type == "code")
+    for claim in CLAIMS_PRINTED:  # the cells that assert them ran to their print, before their asserts
+        assert claim in printed, f"at seed {seed}: no cell printed {claim!r}"
     check = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "esser_check")
     shown = text_of(check)
     if version == "students'":

@@ -252,3 +252,44 @@ def test_train_steps_refuses_a_count_of_steps_it_would_not_train_in_full():
 
     with pytest.raises(ValueError, match=r"steps=75.*a multiple of chunk=10"):
         train_steps(None, None, None, 75)
+
+
+def test_a_learning_rate_sweep_trains_each_rate_as_a_fresh_network_would():
+    from workbook.spiking.networks import accuracy_by_learning_rate, train_steps
+
+    x, y = randman_spikes(n_classes=3, n_per_class=12, n_inputs=6, time_steps=12, seed=1)
+    swept = spiking_classifier(12, 6, 3, n_hidden=5, learning_rate=1e-2, seed=2)
+    found = accuracy_by_learning_rate(swept, x, y, x, y, [0.2, 0.05], 20)  # 0.05 after a run at 0.2
+    fresh = spiking_classifier(12, 6, 3, n_hidden=5, learning_rate=0.05, seed=2)
+    train_steps(fresh, x, y, 20)
+    for trained, expected in zip(swept.get_weights(), fresh.get_weights(), strict=True):
+        np.testing.assert_allclose(trained, expected, rtol=1e-6, atol=1e-7)
+    assert found[0.05] == accuracy(fresh, x, y) and set(found) == {0.2, 0.05}
+    assert int(swept.optimizer.iterations.numpy()) == 20
+    with pytest.raises(ValueError, match=r"accuracy_by_learning_rate: learning_rates=\[0\]"):
+        accuracy_by_learning_rate(swept, x, y, x, y, [0], 20)
+
+
+def test_the_sweep_map_writes_each_accuracy_in_its_cell():
+    from workbook.spiking.plots import plot_sweep
+
+    accuracies = {1.0: {0.1: 0.9, 0.01: 0.7}, 100.0: {0.1: 0.6, 0.01: 0.4}}
+    figure = plot_sweep(accuracies)
+    ax = figure.axes[0]
+    np.testing.assert_array_equal(ax.images[0].get_array(), [[0.7, 0.9], [0.4, 0.6]])  # rows k, columns rising rates
+    assert [t.get_text() for t in ax.texts] == ["0.70", "0.90", "0.40", "0.60"]
+    with pytest.raises(ValueError, match="plot_sweep: accuracies="):
+        plot_sweep({1.0: {0.1: 0.9}, 10.0: {0.01: 0.5}})
+
+
+def test_our_bars_stand_at_our_accuracies_beside_the_papers_unnumbered_schematic():
+    from workbook.spiking.plots import plot_growing_peak
+
+    accuracies = {("a", "control"): 0.8, ("a", "grown"): 0.7, ("b", "control"): 0.75, ("b", "grown"): 0.4}
+    ours, paper = plot_growing_peak(accuracies, ["5c", "5e"], "doi.org/x", chance=0.25).axes
+    heights = sorted(round(bar.get_height(), 3) for bar in ours.patches)
+    assert heights == [0.4, 0.7, 0.75, 0.8]
+    assert not paper.get_yticklabels() or not any(t.get_text() for t in paper.get_yticklabels())
+    assert "not their values" in paper.get_xlabel()
+    with pytest.raises(ValueError, match="plot_growing_peak: accuracies="):
+        plot_growing_peak({("a", "control"): 0.8}, ["5c"], "doi.org/x")

@@ -65,6 +65,8 @@ _EXPORTS = {
     "randman_spikes": "spiking.data",
     "spiking_classifier": "spiking.networks",
     "plot_spikes": "spiking.plots",
+    "plot_sweep": "spiking.plots",
+    "plot_growing_peak": "spiking.plots",
 }
 
 # submodules a notebook may reach as workbook.NAME without importing them first: workbook.layers

@@ -14,7 +14,7 @@ from workbook.spiking.neurons import LIF, LeakyReadout
 from workbook.surrogates.catalogue import SurrogateGradient
 from workbook.surrogates.catalogue import surrogate as make_surrogate
 
-__all__ = ["spiking_classifier", "train_steps", "accuracy", "peak_one"]
+__all__ = ["spiking_classifier", "train_steps", "accuracy", "peak_one", "accuracy_by_learning_rate"]
 
 
 def spiking_classifier(
@@ -96,6 +96,41 @@ def accuracy(model, x, y):
     """The share of ``x`` whose highest-scoring class is ``y``."""
     scores = model(x, training=False)  # eagerly: a predict() would trace the unrolled network once more
     return float(np.mean(np.argmax(np.asarray(scores), axis=-1) == np.asarray(y)))
+
+
+def accuracy_by_learning_rate(model, x, y, x_test, y_test, learning_rates, steps):
+    """Test accuracy of ``model`` trained ``steps`` Adam steps on ``x`` at each learning rate, from the same start.
+
+    Introduced in 08_spiking_networks.ipynb (the sweep over steepness and learning rate, as in
+    Zenke & Vogels's Figure 3). Before each run the weights and the optimizer's state go back to
+    what they were before the first: each run is the one a fresh copy of the model would make,
+    without tracing the unrolled network again.
+    """
+    learning_rates = list(learning_rates) if isinstance(learning_rates, (list, tuple)) else learning_rates
+    if (
+        not isinstance(learning_rates, list)
+        or not learning_rates
+        or not all(is_number(r, 0, include_low=False) for r in learning_rates)
+    ):
+        refuse(
+            "learning_rates",
+            learning_rates,
+            "a list of numbers above 0, e.g. [1e-3, 1e-2, 1e-1]",
+            "accuracy_by_learning_rate",
+        )
+    optimizer = model.optimizer
+    if not optimizer.built:
+        optimizer.build(model.trainable_variables)
+    start, optimizer_start = model.get_weights(), [v.numpy() for v in optimizer.variables]
+    results = {}
+    for learning_rate in learning_rates:
+        model.set_weights(start)
+        for variable, value in zip(optimizer.variables, optimizer_start, strict=True):
+            variable.assign(value)
+        optimizer.learning_rate = float(learning_rate)
+        train_steps(model, x, y, steps)
+        results[learning_rate] = accuracy(model, x_test, y_test)
+    return results
 
 
 def peak_one(surrogate):

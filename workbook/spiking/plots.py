@@ -9,7 +9,7 @@ from matplotlib.ticker import MaxNLocator
 from workbook.core.arguments import refuse
 from workbook.core.figures import PALETTE, WIDEST, new_figure
 
-__all__ = ["plot_spikes"]
+__all__ = ["plot_spikes", "plot_sweep", "plot_growing_peak"]
 
 
 def plot_spikes(inputs, spikes, membranes, threshold=1.0, n_traces=3, title=None):
@@ -56,3 +56,97 @@ def plot_spikes(inputs, spikes, membranes, threshold=1.0, n_traces=3, title=None
         figure.suptitle(title)
     figure.set_layout_engine("constrained")
     return figure
+
+
+def plot_sweep(accuracies, title=None, ax=None):
+    """A heat map of test accuracy over the surrogate's steepness (rows) and the learning rate (columns).
+
+    Introduced in 08_spiking_networks.ipynb, as Zenke & Vogels (2021) draw their Figure 3:
+    ``accuracies`` maps each steepness to ``{learning_rate: accuracy}``, the same learning rates
+    for every steepness. Each cell is written with its accuracy. Returns the figure.
+    """
+    slopes, rates, grid = _sweep_grid(accuracies)
+    if ax is None:
+        figure = new_figure(figsize=(WIDEST * 0.6, 0.7 * len(slopes) + 1.6))
+        figure.set_layout_engine("constrained")  # before the colour bar, which would take its room otherwise
+        ax = figure.subplots()
+    else:
+        figure = ax.figure
+    image = ax.imshow(grid, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    for (row, column), value in np.ndenumerate(grid):
+        ax.text(column, row, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.6 else "black")
+    ax.set_xticks(range(len(rates)), [f"{rate:g}" for rate in rates])
+    ax.set_yticks(range(len(slopes)), [f"{slope:g}" for slope in slopes])
+    ax.set_xlabel("learning rate (Adam)")
+    ax.set_ylabel("steepness k")
+    figure.colorbar(image, ax=ax, label="test accuracy")
+    ax.set_title(title or "test accuracy over steepness and learning rate")
+    return figure
+
+
+def plot_growing_peak(accuracies, paper_groups, paper_url, chance=None):
+    """Our test accuracies beside a schematic of what Zenke & Vogels (2021) report in their Figure 5.
+
+    Introduced in 08_spiking_networks.ipynb. ``accuracies`` maps ``(network, variant)`` to a test
+    accuracy, two variants per network: the control first, then the surrogate whose peak grows
+    with its steepness. The right panel draws no values, only the direction the paper reports
+    for each of ``paper_groups`` (the control above the growing peak) and where to read it.
+    """
+    networks, variants = _growing_peak_groups(accuracies, paper_groups)
+    colours = [PALETTE["blue"], PALETTE["vermillion"]]
+    figure = new_figure(figsize=(WIDEST, 3.8))
+    ours, paper = figure.subplots(1, 2, sharey=True)
+    for i, (variant, colour) in enumerate(zip(variants, colours, strict=True)):
+        heights = [accuracies[(network, variant)] for network in networks]
+        bars = ours.bar(np.arange(len(networks)) + (i - 0.5) * 0.38, heights, width=0.36, color=colour, label=variant)
+        ours.bar_label(bars, fmt="%.2f", fontsize=10)
+        # the paper's direction without its values: the control high, the growing peak lower
+        level = [0.9, 0.55][i]
+        paper.bar(
+            np.arange(len(paper_groups)) + (i - 0.5) * 0.38,
+            level,
+            width=0.36,
+            color=colour,
+            hatch="//",
+            edgecolor="white",
+        )
+    if chance is not None:
+        ours.axhline(chance, color=PALETTE["black"], linestyle=":", linewidth=1, label="chance")
+    ours.set_xticks(range(len(networks)), networks)
+    ours.set_ylim(0, 1.15)
+    ours.set_ylabel("test accuracy")
+    ours.set_title("ours: small Randman, 200 steps")
+    ours.legend(loc="upper right", fontsize=10)
+    paper.set_xticks(range(len(paper_groups)), paper_groups)
+    paper.tick_params(axis="y", left=False, labelleft=False)
+    paper.set_title("Zenke & Vogels (2021), Figure 5")
+    paper.set_xlabel(f"a schematic: the direction they report, not their values\n({paper_url})")
+    figure.set_layout_engine("constrained")
+    return figure
+
+
+def _sweep_grid(accuracies):
+    """(steepnesses, learning rates, accuracies as rows of steepness), each sorted; refused if ragged."""
+    if not isinstance(accuracies, dict) or not accuracies or not all(isinstance(v, dict) for v in accuracies.values()):
+        refuse("accuracies", accuracies, "a dict {steepness: {learning_rate: accuracy}}", "plot_sweep")
+    slopes = sorted(accuracies)
+    rates = sorted(accuracies[slopes[0]])
+    if any(sorted(accuracies[slope]) != rates for slope in slopes):
+        refuse("accuracies", accuracies, f"the same learning rates {rates} for every steepness", "plot_sweep")
+    grid = np.array([[accuracies[slope][rate] for rate in rates] for slope in slopes])
+    return slopes, rates, grid
+
+
+def _growing_peak_groups(accuracies, paper_groups):
+    """The networks and the two variants of ``accuracies``, in their order; refused if any pair is missing."""
+    owner = "plot_growing_peak"
+    if not isinstance(accuracies, dict) or not accuracies:
+        refuse("accuracies", accuracies, "a dict {(network, variant): accuracy}", owner)
+    networks = list(dict.fromkeys(network for network, _ in accuracies))
+    variants = list(dict.fromkeys(variant for _, variant in accuracies))
+    complete = len(variants) == 2 and len(accuracies) == len(networks) * len(variants)  # every pair, once
+    if not complete:
+        refuse("accuracies", accuracies, "two variants, the same two for every network", owner)
+    if not (isinstance(paper_groups, (list, tuple)) and paper_groups):
+        refuse("paper_groups", paper_groups, "a list of the paper's comparisons, e.g. ['reset attached (5c)']", owner)
+    return networks, variants
