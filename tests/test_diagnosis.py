@@ -570,3 +570,78 @@ def test_a_keras_ops_call_on_a_keras_tensor_is_named_at_its_line_or_not_at_all()
     model.compile(loss="mse")
     culprit = workbook.find_gradient_breaks(model, (EXAMPLE, y)).culprit
     assert culprit.op_type == "Round" and culprit.file is None and culprit.where.startswith("(inside layer "), culprit
+
+
+class RoundEachStep(keras.layers.Layer):
+    """The ``Rounder`` layer of keras-team/keras#5076 (its ``call`` is ``K.round(x)``), applied to each
+    time step by TimeDistributed: Keras runs its ``call`` once per step, so TensorFlow makes one Round a step."""
+
+    def call(self, x):
+        return tf.round(x)  # culprit: Round, one per time step
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+def rounded_in_a_loop(x):
+    total = tf.zeros_like(x)
+    for step in range(4):
+        total = total + tf.round(x * step)  # the same line makes a Round each time round the loop
+    return total
+
+
+def test_a_line_that_makes_one_op_per_step_or_loop_is_one_row_counted():
+    steps = 5
+    inputs = keras.Input((steps, 3))
+    frames = keras.layers.TimeDistributed(keras.layers.Dense(4))(inputs)
+    frames = keras.layers.TimeDistributed(RoundEachStep())(frames)
+    model = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Flatten()(frames)))
+    x = np.random.default_rng(0).normal(size=(2, steps, 3)).astype("float32")
+    with tf.GradientTape() as tape:  # the independent answer: the per-frame Dense gets no gradient
+        loss = tf.reduce_sum(model(x))
+    frame_kernel = model.layers[1].trainable_variables[0]
+    assert tape.gradient(loss, frame_kernel) is None
+    graph = tf.function(model).get_concrete_function(tf.TensorSpec(x.shape, tf.float32)).graph
+    assert sum(op.type == "Round" for op in graph.get_operations()) == steps  # one op a step
+
+    report = workbook.find_gradient_breaks(model, x)
+    (finding,) = report.findings
+    assert (finding.op_type, finding.times, finding.line) == (
+        "Round",
+        steps,
+        RoundEachStep.call.__code__.co_firstlineno + 1,
+    )
+    assert f"Round \u00d7{steps}" in str(report) and f"{steps} op(s) cut the gradient" in str(report)
+
+    loop = workbook.find_gradient_breaks(rounded_in_a_loop, EXAMPLE)
+    assert [(f.op_type, f.times) for f in loop.findings] == [("Round", 4)], str(loop)
+
+
+def pooled_by_area_first():
+    inputs = keras.Input((8, 8, 1))
+    features = keras.layers.Conv2D(2, 3, padding="same", name="first_conv")(inputs)
+    pooled = keras.layers.Resizing(4, 4, interpolation="area")(features)  # the same call as in the second
+    return keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Flatten()(pooled)))
+
+
+def pooled_by_area_second():
+    inputs = keras.Input((8, 8, 1))
+    features = keras.layers.Conv2D(3, 3, padding="same", name="second_conv")(inputs)
+    pooled = keras.layers.Resizing(4, 4, interpolation="area")(features)  # the line the second model's cut is on
+    return keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Flatten()(pooled)))
+
+
+@pytest.mark.parametrize("build", [pooled_by_area_first, pooled_by_area_second])
+def test_of_two_lines_alike_that_could_have_made_a_layer_the_one_beside_the_models_other_layers_is_named(build):
+    """Two cells (here two functions) that make the same layer alike: the line is the one in the code
+    that makes the rest of this model; before, two such lines anywhere in your code left it unnamed."""
+    model = build()
+    x = np.random.default_rng(0).normal(size=(2, 8, 8, 1)).astype("float32")
+    with tf.GradientTape() as tape:  # the independent answer: ResizeArea has no gradient registered
+        loss = ops.sum(model(x))
+    with pytest.raises(LookupError):
+        tape.gradient(loss, model.layers[1].trainable_variables)
+    culprit = workbook.find_gradient_breaks(model, x).culprit
+    lines, first = inspect.getsourcelines(build)
+    expected = first + next(i for i, text in enumerate(lines) if "Resizing(" in text)
+    assert (culprit.op_type, culprit.line) == ("ResizeArea", expected), str(culprit)

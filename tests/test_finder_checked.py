@@ -5,6 +5,7 @@ The public cases of the measurement are in tests/finder_corpus.py (a where() nev
 of one value, a loop's trip count); these tests pin what the check does to the student's code.
 """
 
+import inspect
 import re
 
 import keras
@@ -150,13 +151,21 @@ def next_name():
 
 
 def test_a_fix_of_the_line_that_made_a_layer_is_checked_on_the_model_made_again():
-    broken = area_resized(keras.layers.Resizing(4, 4, interpolation="area"))
+    # Made here, as a notebook cell makes a model: of the lines in the loaded code that could have made
+    # the Resizing (the corpora have such lines too), the finder names the one beside the model's other layers.
+    inputs = keras.Input((8, 8, 1))
+    features = keras.layers.Dense(2)(inputs)
+    pooled = keras.layers.Resizing(4, 4, interpolation="area")(features)
+    broken = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Flatten()(pooled)))
+    broken.compile(loss="mse")
     assert dense_gradient(broken) is None  # ResizeArea has no gradient registered
     fixed = area_resized(keras.layers.AveragePooling2D((2, 2)))
     assert np.any(dense_gradient(fixed).numpy())  # the fix, made by hand: the Dense learns
     before = next_name()
     culprit = workbook.find_gradient_breaks(broken, (IMAGES, TARGETS)).culprit
     assert culprit.layer and culprit.hint.startswith('Replace `keras.layers.Resizing(4, 4, interpolation="area")`')
+    lines, first = inspect.getsourcelines(test_a_fix_of_the_line_that_made_a_layer_is_checked_on_the_model_made_again)
+    assert culprit.line == first + next(i for i, text in enumerate(lines) if text.startswith("    pooled ="))
     assert culprit.checked is True and "Checked on your example: the gradient now reaches" in culprit.hint
     # The model made again to check it named its own pooling layer: the student's next one is named as without it.
     assert next_name() == before + 1

@@ -117,7 +117,7 @@ def _find_gradient_breaks(target, example, loss):
     findings, notes = _no_silent_cut(findings, notes, sources)
     findings, notes = settle_measured(findings, notes, measured, sources, layers)
     _name_layers(findings + notes, layers)
-    report.findings, report.notes = findings, notes
+    report.findings, report.notes = _one_row_per_line(findings), _one_row_per_line(notes)
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
@@ -501,6 +501,22 @@ def _name_layers(findings, layers):
         if not finding.file:
             layer = layer_of_op(finding.op_name, by_name)
             finding.layer = layer.name if layer is not None else None
+
+
+def _one_row_per_line(findings):
+    """Findings with one row for the ops a line made alike, counted in ``times``: a line run in a loop,
+    or by a layer that calls another once per time step (``TimeDistributed``), makes one op a run."""
+    kept, seen = [], {}
+    for finding in findings:
+        made_by = (finding.file, finding.line, finding.layer)
+        key = (finding.op_type, finding.reason, made_by, tuple(finding.cuts)) if any(made_by) else None
+        if key in seen:
+            seen[key].times += 1
+            continue
+        if key is not None:
+            seen[key] = finding
+        kept.append(finding)
+    return kept
 
 
 def _tape_finding(status, failure):

@@ -48,6 +48,7 @@ class Finding:
     candidates: list = field(default_factory=list)  # the fixes to check on your example, ``hint`` the first
     fallback: str = ""  # the advice in words, shown when no candidate passes the check
     checked: bool | None = None  # whether ``hint`` passed a check on your example (None: not checked)
+    times: int = 1  # how many ops alike the line made (a loop, a layer run once per time step): one row for all
 
     def sort_key(self):
         """Culprit first: by :class:`Rank`, then by position along the path."""
@@ -117,6 +118,11 @@ class Finding:
         place = f"cell {cell}, line {self.line}" if cell is not None else f"{os.path.basename(self.file)}:{self.line}"
         # A line found for a layer that a model calls for you: the line that makes the layer.
         return f"{place} (layer {self.layer})" if self.layer else place
+
+
+def _op_shown(finding):
+    """The op column: "Round", or "Round ×5" for a row that stands for five ops alike."""
+    return finding.op_type if finding.times == 1 else f"{finding.op_type} \u00d7{finding.times}"
 
 
 def untraceable_finding(error, tb, cuts=()):
@@ -234,9 +240,13 @@ class GradientReport:
     def culprit(self):
         return self.findings[0] if self.findings else None
 
+    def _count(self):
+        """How many ops cut the gradient: a row stands for as many as its line made alike."""
+        return sum(f.times for f in self.findings)
+
     def _rows(self, findings):
         return [
-            (str(i + 1), f.op_type, REASONS[f.reason].label, f.where, f.code or "", ", ".join(f.cuts))
+            (str(i + 1), _op_shown(f), REASONS[f.reason].label, f.where, f.code or "", ", ".join(f.cuts))
             for i, f in enumerate(findings)
         ]
 
@@ -245,7 +255,7 @@ class GradientReport:
         if self.ok:
             lines.append("  ok: the gradient reaches every input and trainable variable.")
         else:
-            lines.append(f"  {len(self.findings)} op(s) cut the gradient (culprit first):")
+            lines.append(f"  {self._count()} op(s) cut the gradient (culprit first):")
             lines += _text_table(("#", "op", "why", "where", "code", "cuts the gradient of"), self._rows(self.findings))
             lines.append(f"  Why: {self.findings[0].detail}")
             lines.append(f"  How to fix the culprit: {self._shown(self.findings[0]).hint}")
@@ -271,7 +281,7 @@ class GradientReport:
         if self.ok:
             parts.append(_HTML_OK)
         else:
-            parts.append(_fill(_HTML_CUT, count=len(self.findings)))
+            parts.append(_fill(_HTML_CUT, count=self._count()))
             rows = zip(self._rows(self.findings), self.findings, strict=True)
             parts += [_finding_html(i, row, self._shown(finding)) for i, (row, finding) in enumerate(rows)]
             parts.append(_HTML_FINDINGS_END)

@@ -71,10 +71,16 @@ def _calls_of_operations(op, layers):
 
 def _in_the_scope_that_built(found):
     """The calls of ``found`` (call -> (operation, model)) in the scope that makes the most of their model's layers."""
+    return _in_the_scope_that_made({call: getattr(model, "layers", ()) for call, (_, model) in found.items()})
+
+
+def _in_the_scope_that_made(calls):
+    """The calls of ``calls`` (call -> the model's layers) in the scope (function, cell, script) that makes the most
+    of those layers; [] when none makes any."""
     scores = {}
-    for call, (_, model) in found.items():
+    for call, layers in calls.items():
         scope = scope_of(*call[:2])
-        made = [user_calls(type(layer), _config(layer)) for layer in getattr(model, "layers", ())]
+        made = [user_calls(type(layer), _config(layer)) for layer in layers]
         scores[call] = sum(any(within(scope, *where[:2]) for where in lines) for lines in made)
     best = max(scores.values(), default=0)
     return [call for call, score in scores.items() if score == best] if best else []
@@ -101,13 +107,16 @@ def made_by_layer(op_name, layers):
     """(layer, (file, line, code)) for an op that no line of yours made directly: the layer whose name scope made it.
 
     Introduced in 03_finding_gradient_killers.ipynb. A model that calls its layers for you
-    (Sequential, functional) keeps no line of yours, so the line is the one call of the
-    layer's class in your code whose arguments agree with the layer's config (with its
-    name=, if you gave one), when there is exactly one; else (None, None, None). ``layers``
-    maps names to layers; (None, no line) if no layer's scope made the op.
+    (Sequential, functional) keeps no line of yours, so the line is the call of the layer's
+    class in your code whose arguments agree with the layer's config (with its name=, if you
+    gave one); of several (two models made alike, in two cells or two functions), the one in
+    the scope that makes the most of the target's layers; (None, None, None) when that is not
+    one line. ``layers`` maps names to layers; (None, no line) if no layer's scope made the op.
     """
     layer = layer_of_op(op_name, layers)
     calls = user_calls(type(layer), _config(layer)) if layer is not None else []
+    if len(calls) > 1:
+        calls = _in_the_scope_that_made(dict.fromkeys(calls, list(layers.values())))
     return layer, (calls[0] if len(calls) == 1 else (None, None, None))
 
 
