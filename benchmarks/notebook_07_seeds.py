@@ -17,7 +17,7 @@ from workbook.lab.bottleneck_runs import clearly_better
 
 SEEDS = (0, 1, 2)
 #: The notebook's `parameters` cell.
-CLASSROOM = {"n_train": 4000, "n_test": 2000, "epochs": 3, "batch_size": 64}
+CLASSROOM = {"n_train": 4000, "n_test": 1000, "epochs": 3, "batch_size": 64}
 BNN = {"kernel_quantizer": "sign_clipped_ste", "input_quantizer": "sign_clipped_ste"}
 #: The two networks without batch normalisation whose gradient norms the notebook's monitors compare.
 WINDOWS = ("BNN without batch normalisation", "window of 20")
