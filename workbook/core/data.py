@@ -91,7 +91,7 @@ def bundled_mnist():
     """The bundled digits as :func:`load_mnist` returns them, but all of them and in the file's own order.
 
     Introduced in 05_assignment_quantized_autoencoder.ipynb (its data cell hands out the test
-    digits in this order, :func:`workbook.lab.assignment_data.load_assignment_digits`).
+    digits in this order).
     """
     (x_train, y_train), (x_test, y_test) = _load_bundled()
     return (_to_float(x_train), y_train.astype(np.int64)), (_to_float(x_test), y_test.astype(np.int64))
