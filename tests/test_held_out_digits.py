@@ -152,7 +152,8 @@ def test_without_its_digits_the_grader_leaves_part_c_to_the_instructor(tmp_path,
 # Against the rules, the issue's attack: train part (c) on the 1,000 digits that
 # ``load_mnist(source="bundled", seed=2505)`` puts first in x_test (they were the grader's) until
 # it reconstructs them well, then print its weights, for the test to measure on the grader's
-# digits itself; and try to read the grader's file by its path.
+# digits itself; and try to read the grader's file by its path: the graded course's, and the
+# checkout's, beside the workbook package that the box shows the kernel.
 MEMORISER = """import time
 
 import numpy as np
@@ -166,11 +167,12 @@ while time.perf_counter() - started < 60:
     if model.evaluate(x_named, x_named, verbose=0) < 0.8 * target_mse:
         break
 print("weights:", np.concatenate([w.ravel() for w in model.get_weights()]).astype("<f4").tobytes().hex())
-try:
-    with open({held_out!r}, "rb") as file:
-        print("read the grader's digits:", len(file.read()), "bytes")
-except OSError as error:
-    print("could not read the grader's digits:", type(error).__name__)
+for path in {held_out!r}:
+    try:
+        with open(path, "rb") as file:
+            print("opened the grader's digits:", len(file.read()), "bytes")
+    except OSError as error:
+        print("could not read the grader's digits:", type(error).__name__)
 """
 
 
@@ -220,7 +222,7 @@ def test_training_on_the_digits_the_workbook_gives_gains_nothing_and_the_honest_
     from workbook.lab import assignment_spec as spec
 
     solved = dict.fromkeys(("a_quantize_2bit", "b_culprit_answer", "b_fix_answer", "c_train_answer"), "solution")
-    memoriser = MEMORISER.format(held_out=str(tmp_path / "course" / HELD_OUT.name))
+    memoriser = MEMORISER.format(held_out=[str(tmp_path / "course" / HELD_OUT.name), str(HELD_OUT)])
     course, scores = graded_class(tmp_path, {"reference": solved, "memoriser": {**solved, "c_train_answer": memoriser}})
     assert scores["reference"] == POINTS
 
@@ -230,7 +232,8 @@ def test_training_on_the_digits_the_workbook_gives_gains_nothing_and_the_honest_
         for cell in cells
         if cell.cell_type == "code"
     }
-    assert "could not read the grader's digits" in text["c_train_answer"], text["c_train_answer"][-2000:]
+    tried = text["c_train_answer"]
+    assert tried.count("could not read the grader's digits") == 2 and "opened the grader's digits" not in tried, tried
     weights = np.frombuffer(bytes.fromhex(re.search(r"weights: ([0-9a-f]+)", text["c_train_answer"]).group(1)), "<f4")
     verdict = re.search(r"(?:✓|✗) measured by the grader: .*", text["c_reconstruction"]).group(0)
     with np.load(HELD_OUT, allow_pickle=False) as stored:
