@@ -250,9 +250,9 @@ def equal_passes_claims(seed, n_train, n_test, epochs, batch_size=64):
 def annealing_claims(seed, n_train, n_test, epochs, batch_size=64, with_twin=True):
     """{claim: held} for the soft Gumbel-softmax annealed as Jang et al. do, against it and its twin at tau = 1.
 
-    At classroom size (seeds 0 to 3) the annealed soft code's test MSE with a sampled code is 0.0353 / 0.0380 /
-    0.0376 / 0.0327 against 0.0425 / 0.0482 / 0.0478 / 0.0405 at tau = 1; its most likely code is better at
-    seeds 0, 1 and 3 and worse at seed 2 (0.0712 against 0.0597), so the notebook draws no conclusion on it.
+    At classroom size (seeds 0 to 3) the annealed soft code's test MSE with a sampled code is 0.0355 / 0.0374 /
+    0.0373 / 0.0335 against 0.0425 / 0.0475 / 0.0471 / 0.0413 at tau = 1; its most likely code is better at
+    seeds 0, 1 and 3 and worse at seed 2 (0.0706 against 0.0586), so the notebook draws no conclusion on it.
     ``with_twin=False`` leaves out the straight-through twin at tau = 1, which only adds figures.
     """
     names = {"soft": "gumbel_softmax", "soft, annealed": "soft, annealed"}

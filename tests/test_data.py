@@ -12,9 +12,10 @@ from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment
 import workbook
 from workbook.core import data
 
-BUNDLED_SHA256 = "94e2480bb2d38e772966d2564f7818de27e5e7d95984370b0cfb33e5bb4a39df"
-# Published class counts of the 10,000 bundled digits (workbook/bundled/README.md).
-BUNDLED_CLASS_COUNTS = [1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978]
+BUNDLED_SHA256 = "c6d6b565eaabd74975a6c1355f3034aa3e5c2836fc87ad5b2036362112d4d436"
+# Published class counts of the 8,000 + 1,000 bundled digits (workbook/bundled/README.md).
+TRAIN_CLASS_COUNTS = [801, 902, 793, 826, 784, 690, 811, 856, 755, 782]
+TEST_CLASS_COUNTS = [98, 108, 91, 104, 111, 73, 110, 103, 102, 100]
 
 
 @pytest.fixture
@@ -31,19 +32,16 @@ def test_bundled_file_is_the_published_one():
 
 def test_bundled_split_shapes_types_and_range():
     (x_train, y_train), (x_test, y_test) = workbook.load_mnist(source="bundled")
-    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (2000, 28, 28, 1)
+    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (1000, 28, 28, 1)
     assert x_train.dtype == np.float32 and x_test.dtype == np.float32
     assert x_train.min() >= 0.0 and x_train.max() <= 1.0 and x_train.max() > 0.99
     assert np.issubdtype(y_train.dtype, np.integer) and set(np.unique(y_train)) == set(range(10))
 
 
-def test_bundled_split_is_stratified_disjoint_and_complete():
+def test_bundled_split_has_the_published_classes_and_is_disjoint():
     (x_train, y_train), (x_test, y_test) = workbook.load_mnist(source="bundled")
-    counts = np.bincount(y_train, minlength=10) + np.bincount(y_test, minlength=10)
-    assert counts.tolist() == BUNDLED_CLASS_COUNTS
-    # every class is split 80/20 to within one image
-    test_share = np.bincount(y_test, minlength=10) / np.array(BUNDLED_CLASS_COUNTS)
-    assert np.all(np.abs(test_share - 0.2) < 1.5 / np.array(BUNDLED_CLASS_COUNTS) + 1e-9)
+    assert np.bincount(y_train, minlength=10).tolist() == TRAIN_CLASS_COUNTS
+    assert np.bincount(y_test, minlength=10).tolist() == TEST_CLASS_COUNTS
     # no image is in both halves (compare raw bytes of each image)
     train_keys = {image.tobytes() for image in x_train}
     assert not any(image.tobytes() in train_keys for image in x_test)
@@ -63,7 +61,7 @@ def test_subsets_are_stratified_and_deterministic():
     np.testing.assert_array_equal(x_a, x_b)
     np.testing.assert_array_equal(y_a, y_b)
     assert not np.array_equal(x_a, x_c)
-    expected = 1000 * np.array(BUNDLED_CLASS_COUNTS) / sum(BUNDLED_CLASS_COUNTS)
+    expected = 1000 * np.array(TRAIN_CLASS_COUNTS) / sum(TRAIN_CLASS_COUNTS)
     assert np.all(np.abs(np.bincount(y_a, minlength=10) - expected) <= 1)
     assert len(set(y_a[:50].tolist())) > 5, "a subset must be shuffled, not sorted by digit"
 
@@ -71,7 +69,9 @@ def test_subsets_are_stratified_and_deterministic():
 def bundled_labels_by_image():
     """Each bundled image's label, read from the file itself (no two of its images are alike)."""
     with np.load(data.bundled_mnist_path()) as archive:
-        return {image.tobytes(): int(label) for image, label in zip(archive["x"], archive["y"], strict=True)}
+        images = [*archive["x_train"], *archive["x_test"]]
+        labels = [*archive["y_train"], *archive["y_test"]]
+    return {image.tobytes(): int(label) for image, label in zip(images, labels, strict=True)}
 
 
 @pytest.mark.parametrize("n_train, n_test", [(None, None), (1000, 100)], ids=["whole split", "subsets"])
@@ -115,7 +115,7 @@ def test_a_damaged_cache_is_reported_passed_over_and_left_untouched(keras_home, 
     monkeypatch.setattr(data, "_site_reachable", no_network)
     monkeypatch.setattr(data, "_load_keras", no_network)
     (x_train, _), (x_test, _) = workbook.load_mnist()
-    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (2000, 28, 28, 1)
+    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (1000, 28, 28, 1)
     said = capsys.readouterr().out
     assert "bundled" in said and "damaged" in said and str(cache) in said
     assert cache.read_bytes() == garbage and cache.stat().st_mtime_ns == before
@@ -270,7 +270,7 @@ def refuse_the_network(monkeypatch):
 
 def assert_bundled_with_one_line_and_file_untouched(cache, why, capsys, before):
     (x_train, _), (x_test, _) = workbook.load_mnist()
-    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (2000, 28, 28, 1)
+    assert x_train.shape == (8000, 28, 28, 1) and x_test.shape == (1000, 28, 28, 1)
     said = capsys.readouterr().out
     assert said.count("\n") == 1, said
     assert "bundled" in said and "left untouched" in said and str(cache) in said and why in said, said

@@ -25,8 +25,7 @@ PROBE_TIMEOUT_SECONDS = 3.0
 #: How long ``source="auto"`` lets Keras's download run before it gives up on it.
 DOWNLOAD_TIMEOUT_SECONDS = 20.0
 
-BUNDLED_FILE = "mnist-10k.npz"
-BUNDLED_TEST_FRACTION = 0.2
+BUNDLED_FILE = "mnist-9k.npz"
 SOURCES = ("auto", "keras", "bundled")
 
 
@@ -41,8 +40,8 @@ def load_mnist(n_train=None, n_test=None, source="auto", seed=0):
         Take a stratified, deterministic subset of this many images (None: all).
     source : {"auto", "keras", "bundled"}
         ``"keras"``: the full 60,000 / 10,000 through Keras's own cache and download.
-        ``"bundled"``: the 10,000 real digits shipped with the workbook, split
-        stratified into 8,000 train and 2,000 test. ``"auto"``: Keras's data if it
+        ``"bundled"``: the 9,000 real digits shipped with the workbook, 8,000 train
+        and 1,000 test (workbook/bundled/README.md). ``"auto"``: Keras's data if it
         is cached (and intact) or downloads quickly, otherwise the bundled digits;
         one line says which was used and why.
     seed : int
@@ -84,8 +83,18 @@ def keras_mnist_cache_path():
 
 
 def bundled_mnist_path():
-    """The 10,000-digit subset shipped inside the package (provenance in its README)."""
+    """The 9,000-digit subset shipped inside the package (provenance in its README)."""
     return str(resources.files("workbook").joinpath("bundled", BUNDLED_FILE))
+
+
+def bundled_mnist():
+    """The bundled digits as :func:`load_mnist` returns them, but all of them and in the file's own order.
+
+    Introduced in 05_assignment_quantized_autoencoder.ipynb (its data cell hands out the test
+    digits in this order).
+    """
+    (x_train, y_train), (x_test, y_test) = _load_bundled()
+    return (_to_float(x_train), y_train.astype(np.int64)), (_to_float(x_test), y_test.astype(np.int64))
 
 
 def _check_count(name, value):
@@ -168,17 +177,8 @@ def _labels_problem(y, n_images):
 
 
 def _load_bundled():
-    arrays = _read_npz(bundled_mnist_path(), [("x", "y")])
-    x, y = arrays["x"], arrays["y"]
-    # The file is sorted by digit: a fixed seed makes the split the same for everyone,
-    # whatever seed the caller uses to pick subsets.
-    rng = np.random.default_rng(2013)
-    test = np.zeros(len(y), dtype=bool)
-    per_class = _largest_remainder(np.bincount(y, minlength=10), round(len(y) * BUNDLED_TEST_FRACTION))
-    for digit, count in enumerate(per_class):
-        members = np.flatnonzero(y == digit)
-        test[rng.choice(members, size=count, replace=False)] = True
-    return (x[~test], y[~test]), (x[test], y[test])
+    # Stored already split, with Keras's names: 8,000 train digits sorted by digit, 1,000 test digits.
+    return _load_split(bundled_mnist_path())
 
 
 def _load_keras():
@@ -186,7 +186,7 @@ def _load_keras():
     if os.path.lexists(path):  # a dangling link too: it is never replaced
         # Read it ourselves: Keras would replace a damaged file with a new download.
         try:
-            return _load_cached_keras(path)
+            return _load_split(path)
         except ValueError as error:
             raise ValueError(
                 f"source='keras': Keras's cached MNIST is damaged ({error}). It was left untouched; "
@@ -201,12 +201,13 @@ def _load_keras():
         raise ValueError(
             f"source='keras' must be a data set Keras can read or download, but Keras could not put MNIST in its "
             f"cache {path} ({why}). Check that KERAS_HOME (or ~/.keras) is a folder you can write to and that "
-            f"{KERAS_MNIST_URL} can be reached, or use source='bundled' (10,000 digits shipped with the "
+            f"{KERAS_MNIST_URL} can be reached, or use source='bundled' (9,000 digits shipped with the "
             "workbook) or source='auto' (the bundled digits whenever Keras's cannot be had)."
         ) from None
 
 
-def _load_cached_keras(path):
+def _load_split(path):
+    """(x_train, y_train), (x_test, y_test) of an .npz stored as Keras stores MNIST, checked."""
     arrays = _read_npz(path, [("x_train", "y_train"), ("x_test", "y_test")])
     return (arrays["x_train"], arrays["y_train"]), (arrays["x_test"], arrays["y_test"])
 
@@ -214,10 +215,10 @@ def _load_cached_keras(path):
 def _load_auto():
     """Return (arrays, one line saying which source was used and why)."""
     path = keras_mnist_cache_path()
-    bundled = "MNIST: the bundled 10,000-digit subset (8,000 train / 2,000 test)"
+    bundled = "MNIST: the bundled 9,000-digit subset (8,000 train / 1,000 test)"
     if os.path.lexists(path):  # a dangling link too: it is never replaced
         try:
-            arrays = _load_cached_keras(path)
+            arrays = _load_split(path)
         except ValueError as error:
             # Never repair, move or delete it: it is the user's file.
             return (
@@ -259,7 +260,7 @@ def _download_to_cache(url, path):
     try:
         with os.fdopen(handle, "wb") as target, urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_SECONDS) as response:
             shutil.copyfileobj(response, target)
-        arrays = _load_cached_keras(partial)
+        arrays = _load_split(partial)
         if not os.path.lexists(path):
             os.replace(partial, path)
         return arrays

@@ -35,11 +35,12 @@ from workbook.lab import assignment_spec as spec
 __all__ = ["AnswerKey", "judge", "serve", "main", "MAX_ARTIFACT_BYTES"]
 
 #: The answers the grader compares with: ``quantizer``, part (a)'s (a function of one tensor),
-#: and ``culprit``, part (b)'s (op, variable), lower case. Only the answer key builds one.
-AnswerKey = collections.namedtuple("AnswerKey", ["quantizer", "culprit"])
+#: ``culprit``, part (b)'s (op, variable), lower case, and ``held_out``, the path of the digits
+#: part (c) is measured on (the course folder's, beside the key). Only the answer key builds one.
+AnswerKey = collections.namedtuple("AnswerKey", ["quantizer", "culprit", "held_out"], defaults=[None])
 
-#: sha256 of workbook/bundled/mnist-10k.npz, whose held-out test digits part (c) is measured on.
-BUNDLED_DIGEST = "94e2480bb2d38e772966d2564f7818de27e5e7d95984370b0cfb33e5bb4a39df"
+#: sha256 of course/held_out_digits_05.npz, the 1,000 digits part (c)'s target is set for.
+HELD_OUT_DIGEST = "6d6eede5f8c9d4ed2f12271d525137f7f7605bf04dc71eac9c26368c7702c053"
 # The largest file a hidden test records (the model's weights take about 6 kB)...
 MAX_ARTIFACT_BYTES = 4_000_000
 # ...and what it may hold once decompressed: the largest array recorded is the grader's codes
@@ -250,17 +251,20 @@ def _culprit_verdict(answers, culprit):
     return True, "✓ the culprit and its variable, checked by the grader."
 
 
-def _held_out_images():
-    """The images part (c) is measured on: bundled test digits the notebook never hands out."""
-    from importlib import resources
-
-    path = resources.files("workbook").joinpath("bundled", "mnist-10k.npz")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != BUNDLED_DIGEST:
-        raise RuntimeError(f"the bundled digits are not the ones part (c) is graded on (sha256 {digest})")
-    from workbook.lab.assignment_data import held_out_digits
-
-    return held_out_digits()
+def _held_out_images(path):
+    """The images part (c) is measured on: the course folder's digits, none of which the workbook hands out."""
+    if path is None or not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"part (c)'s held-out digits are missing ({path}): they are the course folder's "
+            "held_out_digits_05.npz, beside the answer key; put that file back and grade again"
+        )
+    with open(path, "rb") as file:
+        raw = file.read()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != HELD_OUT_DIGEST:
+        raise RuntimeError(f"{path} holds other digits than part (c)'s target is set for (sha256 {digest})")
+    with np.load(io.BytesIO(raw), allow_pickle=False) as stored:
+        return stored["x"][..., np.newaxis].astype("float32") / 255
 
 
 def _recorded_weights(arrays, model):
@@ -274,7 +278,7 @@ def _recorded_weights(arrays, model):
     return weights, None
 
 
-def _reconstruction_verdict(arrays, answers, quantizer, training_seconds):
+def _reconstruction_verdict(arrays, answers, key, training_seconds):
     from workbook.lab.models import autoencoder
 
     if arrays is None:
@@ -282,12 +286,12 @@ def _reconstruction_verdict(arrays, answers, quantizer, training_seconds):
         return False, f"✗ part (c): {why}."
     if training_seconds is None:
         return False, "✗ part (c): the grader has no time for the training."
-    model = autoencoder(bottleneck=quantizer)
+    model = autoencoder(bottleneck=key.quantizer)
     weights, refused = _recorded_weights(arrays, model)
     if refused:
         return False, refused
     model.set_weights(weights)
-    held_out = _held_out_images()
+    held_out = _held_out_images(key.held_out)
     reconstructions = np.asarray(model.predict(held_out, batch_size=250, verbose=0), dtype="float64")
     mse = float(np.mean((reconstructions - held_out) ** 2))
     measured = f"MSE {mse:.5f} on {len(held_out):,} held-out test digits, none in x_test (target {spec.TARGET_MSE:g})"
@@ -329,7 +333,7 @@ def _verdict(grade_id, arrays, answers, references, training_seconds):
         return _function_verdict(arrays, answers, references.expected("b_fix"), True, True, "fixed_bottleneck")
     if grade_id == "b_culprit":
         return _culprit_verdict(answers, references.key.culprit)
-    return _reconstruction_verdict(arrays, answers, references.key.quantizer, training_seconds)
+    return _reconstruction_verdict(arrays, answers, references.key, training_seconds)
 
 
 def judge(probe_path, folder, key, training_seconds=None, grade_ids=spec.JUDGED):

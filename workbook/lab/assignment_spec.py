@@ -18,9 +18,9 @@ POINTS = types.MappingProxyType({"a_forward": 1, "a_gradient": 2, "b_culprit": 1
 JUDGED = tuple(POINTS)
 
 #: Part (c): the wall time the notebook may take up to the end of part (c)'s check (building
-#: and training the model included), and the MSE to reach on the ``N_HELD_OUT`` bundled test
-#: digits that the notebook never hands out; its ``x_test`` holds (at most) the other ``N_TEST``
-#: (:mod:`workbook.lab.assignment_data`).
+#: and training the model included), and the MSE to reach on the grader's ``N_HELD_OUT`` digits
+#: (course/held_out_digits_05.npz, in no file of the workbook); the notebook's ``x_test`` holds (at
+#: most) the ``N_TEST`` bundled test digits (:mod:`workbook.lab.assignment_data`).
 TIME_BUDGET_SECONDS = 300
 TARGET_MSE = 0.006
 N_TEST = 1000
