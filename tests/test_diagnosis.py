@@ -367,12 +367,14 @@ def test_a_discretization_after_a_dense_is_a_finding_never_ok(mode):
     report = workbook.find_gradient_breaks(model, (x, np.ones((4, 1), "float32")))
     assert not report.ok and "ok:" not in str(report), str(report)
     # Keras 3.8 casts the layer's input to an integer first, outside the layer's name scope (so only the
-    # model is known); later versions bucketize the floats inside the layer.
+    # model is known, and the line named is the one that makes the model); later versions bucketize the
+    # floats inside the layer.
     assert report.culprit.op_type in ("Bucketize", "Cast"), str(report)
+    lines, start = inspect.getsourcelines(test_a_discretization_after_a_dense_is_a_finding_never_ok)
     if report.culprit.op_type == "Cast":
-        assert report.culprit.where.startswith("(inside layer "), str(report)
+        made = start + next(i for i, text in enumerate(lines) if "model = keras.Sequential(" in text)
+        assert report.culprit.where == f"test_diagnosis.py:{made} (layer {model.name})", str(report)
     else:  # Sequential calls the layer for you: the line named is the one that makes it (name="bins")
-        lines, start = inspect.getsourcelines(test_a_discretization_after_a_dense_is_a_finding_never_ok)
         made = start + next(i for i, text in enumerate(lines) if "keras.layers.Discretization(" in text)
         assert (report.culprit.line, report.culprit.layer) == (made, "bins"), str(report)
         assert report.culprit.where == f"test_diagnosis.py:{made} (layer bins)", str(report)
