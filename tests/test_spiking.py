@@ -270,14 +270,15 @@ def test_a_learning_rate_sweep_trains_each_rate_as_a_fresh_network_would():
         accuracy_by_learning_rate(swept, x, y, x, y, [0], 20)
 
 
-def test_the_sweep_map_writes_each_accuracy_in_its_cell():
+def test_the_sweep_draws_a_line_per_steepness_through_its_accuracies():
     from workbook.spiking.plots import plot_sweep
 
     accuracies = {1.0: {0.1: 0.9, 0.01: 0.7}, 100.0: {0.1: 0.6, 0.01: 0.4}}
     figure = plot_sweep(accuracies)
     ax = figure.axes[0]
-    np.testing.assert_array_equal(ax.images[0].get_array(), [[0.7, 0.9], [0.4, 0.6]])  # rows k, columns rising rates
-    assert [t.get_text() for t in ax.texts] == ["0.70", "0.90", "0.40", "0.60"]
+    lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines}
+    assert lines == {"k = 1": ([0.01, 0.1], [0.7, 0.9]), "k = 100": ([0.01, 0.1], [0.4, 0.6])}  # rising rates
+    assert len({line.get_color() for line in ax.lines}) == len({line.get_marker() for line in ax.lines}) == 2
     with pytest.raises(ValueError, match="plot_sweep: accuracies="):
         plot_sweep({1.0: {0.1: 0.9}, 10.0: {0.01: 0.5}})
 

@@ -58,28 +58,35 @@ def plot_spikes(inputs, spikes, membranes, threshold=1.0, n_traces=3, title=None
     return figure
 
 
-def plot_sweep(accuracies, title=None, ax=None):
-    """A heat map of test accuracy over the surrogate's steepness (rows) and the learning rate (columns).
+#: The sweep's lines, one per steepness, in the palette colour-blind readers tell apart.
+SWEEP_COLOURS = [PALETTE[name] for name in ("blue", "vermillion", "bluish green", "orange", "reddish purple")]
 
-    Introduced in 08_spiking_networks.ipynb, as Zenke & Vogels (2021) draw their Figure 3:
-    ``accuracies`` maps each steepness to ``{learning_rate: accuracy}``, the same learning rates
-    for every steepness. Each cell is written with its accuracy. Returns the figure.
+
+def plot_sweep(accuracies, title=None, ax=None):
+    """Test accuracy against the learning rate, one line for each steepness of the surrogate.
+
+    Introduced in 08_spiking_networks.ipynb, the sweep Zenke & Vogels (2021) draw in their
+    Figure 3: ``accuracies`` maps each steepness to ``{learning_rate: accuracy}``, the same
+    learning rates for every steepness (at most as many steepnesses as the palette has colours),
+    each line with markers of its own. Returns the figure.
     """
     slopes, rates, grid = _sweep_grid(accuracies)
     if ax is None:
-        figure = new_figure(figsize=(WIDEST * 0.6, 0.7 * len(slopes) + 1.6))
-        figure.set_layout_engine("constrained")  # before the colour bar, which would take its room otherwise
+        figure = new_figure(figsize=(WIDEST, 3.4))
+        figure.set_layout_engine("constrained")
         ax = figure.subplots()
     else:
         figure = ax.figure
-    image = ax.imshow(grid, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    for (row, column), value in np.ndenumerate(grid):
-        ax.text(column, row, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.6 else "black")
-    ax.set_xticks(range(len(rates)), [f"{rate:g}" for rate in rates])
-    ax.set_yticks(range(len(slopes)), [f"{slope:g}" for slope in slopes])
+    for slope, row, colour, marker in zip(slopes, grid, SWEEP_COLOURS, "osD^v", strict=False):
+        ax.plot(rates, row, color=colour, marker=marker, label=f"k = {slope:g}")
+    ax.set_xscale("log")
+    ax.set_xticks(rates, [f"{rate:g}" for rate in rates])
+    ax.minorticks_off()
+    ax.margins(x=0.08)
+    ax.set_ylim(0.0, 1.0)
     ax.set_xlabel("learning rate (Adam)")
-    ax.set_ylabel("steepness k")
-    figure.colorbar(image, ax=ax, label="test accuracy")
+    ax.set_ylabel("test accuracy")
+    ax.legend(title="steepness", loc="lower right")
     ax.set_title(title or "test accuracy over steepness and learning rate")
     return figure
 
@@ -131,6 +138,8 @@ def _sweep_grid(accuracies):
         refuse("accuracies", accuracies, "a dict {steepness: {learning_rate: accuracy}}", "plot_sweep")
     slopes = sorted(accuracies)
     rates = sorted(accuracies[slopes[0]])
+    if len(slopes) > len(SWEEP_COLOURS):
+        refuse("accuracies", accuracies, f"at most {len(SWEEP_COLOURS)} steepnesses, one colour each", "plot_sweep")
     if any(sorted(accuracies[slope]) != rates for slope in slopes):
         refuse("accuracies", accuracies, f"the same learning rates {rates} for every steepness", "plot_sweep")
     grid = np.array([[accuracies[slope][rate] for rate in rates] for slope in slopes])
