@@ -206,3 +206,59 @@ def test_a_fix_the_finder_cannot_make_again_says_it_was_not_checked():
     assert culprit.reason == "disconnected" and culprit.hint.startswith("Replace `self.kernel = ")
     assert culprit.checked is not True and "Checked on your example" not in culprit.hint
     assert "Not checked on your example: this line runs once, when the model is made" in culprit.hint
+
+
+def cast_to_int(z):
+    return ops.cast(ops.cast(z, "int32"), "float32")
+
+
+def judged(builder, measure_again):
+    """(the culprit's hint and whether it was checked, whether the shortcut judged a fix) for one case's finder run."""
+    from workbook.finder.advice import checked
+
+    original, taken = checked._past_as_measured, []
+
+    def past_as_measured(*arguments):
+        said = None if measure_again else original(*arguments)
+        taken.append(said is not None)
+        return said
+
+    checked._past_as_measured = past_as_measured
+    try:
+        keras.utils.set_random_seed(0)
+        built = builder()
+        culprit = workbook.find_gradient_breaks(built.broken, built.example, **built.options).culprit
+    finally:
+        checked._past_as_measured = original
+    if culprit is None:
+        return None, any(taken)
+    # Each build names its layers afresh (dense_81, then dense_82): the names are not what is compared.
+    return (re.sub(r"_\d+\b", "_N", culprit.hint), culprit.checked), any(taken)
+
+
+def test_a_fix_that_keeps_every_value_is_judged_as_measuring_again_judges_it():
+    """A fix that keeps the output where no gradient reached its line is "past" without a second measurement.
+
+    The answer is the one measuring again on the fixed code gives: on every public case of the
+    advice corpus where the shortcut is taken, and on notebook 04's cast, where it must be (an
+    integer cast sends the code to 0, so the decoder's ReLUs pass nothing back to the line).
+    """
+    import finder_fix_corpus
+
+    try:  # the second round of public cases registers itself into finder_fix_corpus.CASES
+        import finder_fix_corpus_deep  # noqa: F401
+    except ModuleNotFoundError:
+        pass
+
+    def autoencoder_cast():
+        (x, _), _ = workbook.load_mnist(n_train=64, n_test=100, source="bundled", seed=0)
+        model = workbook.autoencoder(cast_to_int, seed=0)
+        return finder_fix_corpus.Case(broken=model, example=(x, x))
+
+    builders = [autoencoder_cast, *finder_fix_corpus.CASES]
+    shortcut = {builder: judged(builder, measure_again=False) for builder in builders}
+    taken = [builder for builder, (_, took) in shortcut.items() if took]
+    assert autoencoder_cast in taken
+    assert "the next row still cuts it" in shortcut[autoencoder_cast][0][0]
+    for builder in taken:
+        assert shortcut[builder][0] == judged(builder, measure_again=True)[0], builder.__name__

@@ -37,7 +37,7 @@ from workbook.finder.advice.words import (
     UNEXPLAINED_CUT,
     YOUR_TAPE_NONE,
 )
-from workbook.finder.measure.cut import any_nonzero, measured_cuts, sum_of_float_outputs
+from workbook.finder.measure.cut import Probe, any_nonzero, measured_cuts, sum_of_float_outputs
 from workbook.finder.measure.findings import settle_measured
 from workbook.finder.report import REASONS, Finding, GradientReport, Measured, Rank, Static
 from workbook.finder.trace.targets import all_layers, changed_attributes, prepare, stateful_variables
@@ -87,8 +87,20 @@ def find_gradient_breaks(target, example, loss=None):
         return _find_gradient_breaks(target, example, loss)
 
 
-def _find_gradient_breaks(target, example, loss):
-    """The work of :func:`find_gradient_breaks`, on arguments already checked."""
+def find_known_breaks(target, example, loss=None):
+    """:func:`find_gradient_breaks` for a target already seen to starve an input or weight of its gradient.
+
+    Introduced in 04_autoencoder_lab.ipynb (the monitor's "cut by"). The same report; as the
+    gradient is known to die somewhere, where it dies is measured for every input and weight
+    in the run that measures them all, not in a trace of its own afterwards.
+    """
+    _check_arguments(target, example, loss)
+    with kept_random_state():
+        return _find_gradient_breaks(target, example, loss, known=True)
+
+
+def _find_gradient_breaks(target, example, loss, known=False):
+    """The work of :func:`find_gradient_breaks`, on arguments already checked; ``known`` as in :func:`find_known_breaks`."""
     import keras
 
     followed = prepare(target, example, loss)
@@ -97,7 +109,8 @@ def _find_gradient_breaks(target, example, loss):
     # A layer that stored a traced tensor on self would break later: its attributes are put back.
     with kept_layer_attributes(layers) as attributes:
         try:
-            measurement = _trace_and_measure(followed)
+            suspects = range(len(followed.inputs) + len(followed.variables)) if known else ()
+            measurement = _trace_and_measure(followed, suspects)
             measured = _where_it_dies(followed, measurement)
             changed = changed_attributes(attributes)
             restore_layer_attributes(attributes)
@@ -121,14 +134,15 @@ def _find_gradient_breaks(target, example, loss):
     report.disagreements = [_disagreement(s) for s in report.sources if _disagree(s.static, s.measured)]
     if isinstance(target, keras.Model):
         report.layers_without_gradient = _dead_layers(report.sources)
-    _check_the_fix(report, followed, (target, example, loss), layers)
+    _check_the_fix(report, followed, (target, example, loss), layers, measured)
     return report
 
 
-def _check_the_fix(report, followed, arguments, layers):
+def _check_the_fix(report, followed, arguments, layers, measured=()):
     """The culprit's fix chosen by applying it to your code; weights, statistics and attributes put back.
 
-    ``arguments`` are the finder's (target, example, loss): a line that runs once is checked on the target made again.
+    ``arguments`` are the finder's (target, example, loss): a line that runs once is checked on the target made
+    again. ``measured`` are the cuts measured on the code as it is.
     """
     if not has_a_fix_to_check(report):  # nothing runs: nothing to snapshot and put back
         return
@@ -140,7 +154,7 @@ def _check_the_fix(report, followed, arguments, layers):
             # check a fix leaves the names of the student's next layers as they would have been.
             with _quiet(), kept_layer_names():
                 rebuilt = Rebuilt(*arguments, report.culprit) if report.culprit is not None else None
-                check_culprit(report, followed, rebuilt)
+                check_culprit(report, followed, rebuilt, measured)
         except Exception:  # the check is help: when it fails, the hints stay as the walk wrote them
             pass
         finally:
@@ -155,6 +169,9 @@ def _where_it_dies(followed, measurement):
     starving = [i for i, key in enumerate(keys) if measurement.verdicts.get(key) in (Measured.NONE, Measured.ZERO)]
     if not starving or measurement.traced is None:
         return []
+    probe, flags = measurement.probe
+    if probe is not None and flags is not None and probe.covers(starving):  # measured in the same run
+        return probe.cuts(flags, starving)
     with _quiet():  # what the code prints on this extra run is the finder's, not the student's output
         return measured_cuts(followed, starving, _run_once)
 
@@ -218,14 +235,18 @@ class Measurement:
     verdicts: dict = field(default_factory=dict)
     traced: Traced = None
     failure: str = None
+    #: (the :class:`~workbook.finder.measure.cut.Probe` built into the trace, or None; the flags its run returned)
+    probe: tuple = (None, None)
 
 
-def _trace_and_measure(followed):
+def _trace_and_measure(followed, suspects=()):
     """Trace the target with its gradients in one graph, run it once, and measure what arrives.
 
     The graph is the one the walk then reads, so the target is traced only once. Code that
     cannot be traced with its gradients (numpy, Python ``if`` on a value, a gradient
-    function that raises) is measured eagerly instead, and ``traced`` is None.
+    function that raises) is measured eagerly instead, and ``traced`` is None. With
+    ``suspects`` (source indices already seen starving), where their gradient dies is measured
+    in the same run (a :class:`~workbook.finder.measure.cut.Probe`).
     """
     import tensorflow as tf
 
@@ -237,6 +258,7 @@ def _trace_and_measure(followed):
     ]
     variables = followed.variables
     keys = [key for key, _ in float_inputs] + [("variable", id(v)) for v in variables]
+    probe = Probe(followed, suspects) if suspects else None
 
     def outputs_and_flags(*args):
         # Several sources and no variable watched by accident: the one-input helper in
@@ -247,22 +269,35 @@ def _trace_and_measure(followed):
             outputs = followed.call(*args)
             scalar = sum_of_float_outputs(outputs)
         if scalar is None:
-            return {"outputs": outputs, "flags": None}
+            return {"outputs": outputs, "flags": None, "probe": None}
         sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
         gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
-        return {"outputs": outputs, "flags": _nonzero_flags(gradients)}
+        return {"outputs": outputs, "flags": _nonzero_flags(gradients), "probe": _built(probe, scalar)}
 
     try:
         specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
         concrete = tf.function(outputs_and_flags, autograph=False).get_concrete_function(*specs)
-        flags = _run_once(concrete, followed.arguments)["flags"]
+        ran = _run_once(concrete, followed.arguments)
     except Exception:
         return _measure_eagerly(followed)
+    flags, probed = ran["flags"], ran["probe"]
     traced = Traced(concrete, concrete.structured_outputs["outputs"])
     _check_returns_a_tensor(traced.outputs)
     if flags is None:
         return Measurement(traced=traced)
-    return Measurement({key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}, traced)
+    verdicts = {key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}
+    return Measurement(verdicts, traced, probe=(probe, probed) if probed is not None else (None, None))
+
+
+def _built(probe, scalar):
+    """The flags of ``probe`` built on ``scalar``, or None (no probe, or one whose gradients cannot be built)."""
+    if probe is None:
+        return None
+    try:
+        return probe.build(scalar)
+    except Exception:  # an op with no gradient on the way: the probe is traced on its own later, or not at all
+        probe.graph = None
+        return None
 
 
 def _check_returns_a_tensor(outputs):

@@ -73,7 +73,8 @@ What a recorded step means:
   go when the last of them is done with it).
 
 Which op cut it. With ``find_cuts`` (the monitor's default), the first time a
-layer's gradient is recorded as None or exactly 0, :func:`workbook.find_gradient_breaks` runs once for it,
+layer's gradient is recorded as None or exactly 0, :func:`workbook.find_gradient_breaks` runs once for it
+(told that a gradient starves, it measures where it dies in the run that measures them all),
 after that step and outside the traced function, on the model and the batch that
 step trained on, and keeps the op and the line it names in ``history.cut_by``. The
 monitored step hands that batch out with its logs, as values, so nothing is read
@@ -320,7 +321,7 @@ class GradientNormRecorder(keras.callbacks.Callback):
         try:
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(batch)
             example = tuple(part for part in (x, y, sample_weight) if part is not None)
-            report = diagnosis.find_gradient_breaks(self.model, example)
+            report = diagnosis.find_known_breaks(self.model, example)
         except Exception as error:  # training goes on; the records say why no op is named
             text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
             return dict.fromkeys(stuck, f"no op named: the finder failed ({text})")

@@ -30,10 +30,11 @@ REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
 TOLERANCE = 1e-4
 
 
-def check_culprit(report, followed, rebuilt=None):
+def check_culprit(report, followed, rebuilt=None, measured=()):
     """Choose the culprit's hint among its candidates by applying each to your code; mark the one shown.
 
-    ``followed`` is the :class:`~workbook.finder.trace.targets.Target` the report was made on. A
+    ``followed`` is the :class:`~workbook.finder.trace.targets.Target` the report was made on, and
+    ``measured`` the :class:`~workbook.finder.measure.cut.MeasuredCut` s found on it (where its gradient died). A
     culprit with no candidate that can be applied keeps its hint as it is. A culprit on a line that
     runs once, when the model is made, is checked on the model made again (``rebuilt``, a
     :class:`~workbook.finder.advice.rebuilt.Rebuilt`); where it cannot be, its fix says it was not checked.
@@ -46,7 +47,9 @@ def check_culprit(report, followed, rebuilt=None):
     names = ", ".join(report.sources[i].label for i in starving)
     alone = len(report.findings) == 1
     check = (
-        _Rebuilt(followed, culprit, starving, alone, rebuilt) if once else _Check(followed, culprit, starving, alone)
+        _Rebuilt(followed, culprit, starving, alone, rebuilt)
+        if once
+        else _Check(followed, culprit, starving, alone, measured)
     )
     # A cause read from a layer's code (a disconnected weight) has one hint, not a list of candidates.
     chosen, tried = check.choose(culprit.candidates or ([culprit.hint] if once else []), names)
@@ -95,8 +98,9 @@ def _starving(report, culprit, once=False):
 class _Check:
     """Applies candidate fixes to the code of one culprit, against one run of the code as it is."""
 
-    def __init__(self, followed, culprit, starving, alone):
+    def __init__(self, followed, culprit, starving, alone, measured=()):
         self.followed, self.culprit, self.starving, self.alone = followed, culprit, starving, alone
+        self.measured = list(measured)
         self._baseline = self._functions = None
         # Once a fix that gets past this line is chosen, only one that passes can replace it: whether a
         # later fix gets past the line is not measured (the measurement traces the code again).
@@ -137,7 +141,8 @@ class _Check:
         if not self._baseline:
             return None
         alone = self.alone or self._past_chosen  # "past" is not asked for: a fix that does not pass counts as "cut"
-        return _try(self.followed, self.culprit, pairs, (self._baseline, self._functions), self.starving, alone)
+        before = (self._baseline, self._functions, self.measured)
+        return _try(self.followed, self.culprit, pairs, before, self.starving, alone)
 
 
 class _Rebuilt(_Check):
@@ -202,11 +207,12 @@ def _replacements(hint):
 def _try(followed, culprit, pairs, before, starving, alone):
     """(verdict, how far the output moved: :func:`_change`) with ``pairs`` applied, or None if they cannot be.
 
-    ``before`` is (the run of the code as it is, the functions that hold the culprit's line). The
-    verdict is "passed" (the gradient reaches every starving source), "past" (it gets past the
-    culprit's line, and a later row cuts it: ``alone`` is False), or "cut".
+    ``before`` is (the run of the code as it is, the functions that hold the culprit's line, the
+    measured cuts of the code as it is). The verdict is "passed" (the gradient reaches every
+    starving source), "past" (it gets past the culprit's line, and a later row cuts it: ``alone``
+    is False), or "cut".
     """
-    baseline, functions = before
+    baseline, functions, measured = before
     codes = [_edited_code(function, pairs) for function in functions]
     if not functions or None in codes:
         return None
@@ -217,27 +223,56 @@ def _try(followed, culprit, pairs, before, starving, alone):
         if after is None:
             return None
         outputs, flows = after
-        verdict = _verdict(followed, culprit, [i for i in starving if not flows[i]], alone)
-    return verdict, _change(baseline[0], outputs)
+        change = _change(baseline[0], outputs)
+        still = [i for i in starving if not flows[i]]
+        verdict = _verdict(followed, culprit, still, alone, measured if change <= TOLERANCE else ())
+    return verdict, change
 
 
-def _verdict(followed, culprit, still, alone):
-    """ "passed" if no source is ``still`` starving; "past" if the gradient gets past the culprit's line; else "cut"."""
+def _verdict(followed, culprit, still, alone, measured=()):
+    """ "passed" if no source is ``still`` starving; "past" if the gradient gets past the culprit's line; else "cut".
+
+    ``measured`` are the cuts measured on the code as it is, given only when the fix leaves the
+    output as it was (see :func:`_past_as_measured`).
+    """
     if not still:
         return "passed"
-    if not alone and not _still_dies_at(followed, culprit, still):
-        return "past"
-    return "cut"
+    if alone:
+        return "cut"
+    past = _past_as_measured(culprit, still, measured)
+    if past is None:
+        past = not _still_dies_at(followed, culprit, still)
+    return "past" if past else "cut"
+
+
+def _past_as_measured(culprit, still, measured):
+    """True when the cuts measured before the fix already show that its line is not where ``still`` starve; else None.
+
+    The fix keeps every value the same (its output did not move), so every op after the line gets
+    the gradient it got before. If no gradient reached the line then (no measured cut of the
+    culprit's kind at it, and another cut on the way of ``still``), none reaches it now: the same
+    cuts stand and none is at the line, which is what measuring again would find. Otherwise
+    (a cut at the line, or none measured) only measuring again tells.
+    """
+    mine = [cut for cut in measured if cut.sources & set(still)]
+    if not mine or any(_at_the_line(cut, culprit) for cut in mine):
+        return None
+    return True
+
+
+def _at_the_line(cut, culprit):
+    """Whether measured ``cut`` is an op like the culprit, made at the culprit's line."""
+    from workbook.finder.trace.frames import user_frame
+
+    return cut.op.type == culprit.op_type and user_frame(cut.op.traceback)[:2] == (culprit.file, culprit.line)
 
 
 def _still_dies_at(followed, culprit, starving):
     """Whether the measured gradient of ``starving`` still dies at an op like the culprit, on its line."""
     from workbook.finder.measure.cut import measured_cuts
-    from workbook.finder.trace.frames import user_frame
 
     cuts = measured_cuts(followed, starving, lambda concrete, arguments: concrete(*arguments))
-    place = (culprit.file, culprit.line)
-    return not cuts or any(c.op.type == culprit.op_type and user_frame(c.op.traceback)[:2] == place for c in cuts)
+    return not cuts or any(_at_the_line(cut, culprit) for cut in cuts)
 
 
 def _functions_at(file, line):

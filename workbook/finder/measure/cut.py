@@ -71,34 +71,63 @@ def measured_cuts(followed, starving, run):
     """
     import tensorflow as tf
 
-    found = {}
+    probe = Probe(followed, starving)
 
-    def probe(*args):
+    def traced(*args):
         scalar = sum_of_float_outputs(followed.call(*args))
-        if scalar is None:
-            return []
+        return [] if scalar is None else probe.build(scalar)
+
+    try:
+        specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
+        concrete = tf.function(traced, autograph=False).get_concrete_function(*specs)
+        flags = run(concrete, followed.arguments)
+    except Exception:  # a gradient function that raises, an op with none: the walk's findings stand
+        return []
+    return probe.cuts(flags, starving)
+
+
+class Probe:
+    """The gradient of the followed output to every float tensor that the ``suspects`` (source indices) reach.
+
+    :meth:`build` adds it to the graph being traced, as one boolean flag per tensor (True if
+    any entry is not 0); :meth:`cuts` reads the flags one run returned. Built into the trace
+    that measures the sources (when a monitor already saw which of them starve), it saves
+    tracing the target a second time; see :func:`measured_cuts` for a trace of its own.
+    """
+
+    def __init__(self, followed, suspects):
+        self.followed, self.suspects = followed, frozenset(suspects)
+        self.graph = self.carriers = None
+        self.index = {}  # tensor name -> the position of its flag
+
+    def build(self, scalar):
+        """The flags, traced in the graph of ``scalar`` (the sum of the followed outputs)."""
+        import tensorflow as tf
+
         graph = scalar.graph
-        reached = _reached(graph, source_tensors(graph, followed), starving)
+        carriers = source_tensors(graph, self.followed)
+        reached = _reached(graph, carriers, self.suspects)
         floats = [t for t, _ in reached.values() if t.dtype.is_floating]
         gradients = tf.gradients(scalar, floats, unconnected_gradients=tf.UnconnectedGradients.NONE)
         values = []
         for tensor, gradient in zip(floats, gradients, strict=True):
             if gradient is not None:
-                found[tensor.name] = len(values)
+                self.index[tensor.name] = len(values)
                 values.append(gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient)
-        found["graph"], found["reached"] = graph, reached
+        self.graph, self.carriers = graph, carriers
         return any_nonzero(values)
 
-    try:
-        specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
-        concrete = tf.function(probe, autograph=False).get_concrete_function(*specs)
-        flags = [bool(flag) for flag in run(concrete, followed.arguments)]
-    except Exception:  # a gradient function that raises, an op with none: the walk's findings stand
-        return []
-    if "graph" not in found:
-        return []
-    alive = {name for name, index in found.items() if isinstance(index, int) and flags[index]}
-    return _frontier(found["graph"], found["reached"], alive)
+    def covers(self, starving):
+        """Whether the flags built answer for the sources ``starving``."""
+        return self.graph is not None and set(starving) <= self.suspects
+
+    def cuts(self, flags, starving):
+        """The :class:`MeasuredCut` s of ``starving`` (among the suspects) from the ``flags`` one run returned."""
+        if self.graph is None:
+            return []
+        flags = [bool(flag) for flag in flags]
+        alive = {name for name, index in self.index.items() if flags[index]}
+        return _frontier(self.graph, _reached(self.graph, self.carriers, starving), alive)
 
 
 def _reached(graph, carriers, starving):
