@@ -212,6 +212,10 @@ def cast_to_int(z):
     return ops.cast(ops.cast(z, "int32"), "float32")
 
 
+def floor_of_a_sigmoid(z):
+    return ops.floor(ops.sigmoid(z))  # every value in (0, 1): all 0, and the ReLU after it is at its kink
+
+
 def judged(builder, measure_again):
     """(the culprit's hint and whether it was checked, whether the shortcut judged a fix) for one case's finder run."""
     from workbook.finder.advice import checked
@@ -240,8 +244,8 @@ def test_a_fix_that_keeps_every_value_is_judged_as_measuring_again_judges_it():
     """A fix that keeps the output where no gradient reached its line is "past" without a second measurement.
 
     The answer is the one measuring again on the fixed code gives: on every public case of the
-    advice corpus where the shortcut is taken, and on notebook 04's cast, where it must be (an
-    integer cast sends the code to 0, so the decoder's ReLUs pass nothing back to the line).
+    advice corpus where the shortcut is taken, and on notebook 04's cast and a floor of a sigmoid,
+    where it must be (each sends the code to 0, so the ReLUs after it pass nothing back to the line).
     """
     import finder_fix_corpus
 
@@ -255,10 +259,24 @@ def test_a_fix_that_keeps_every_value_is_judged_as_measuring_again_judges_it():
         model = workbook.autoencoder(cast_to_int, seed=0)
         return finder_fix_corpus.Case(broken=model, example=(x, x))
 
-    builders = [autoencoder_cast, *finder_fix_corpus.CASES]
+    def floored_code():
+        model = keras.Sequential(
+            [
+                keras.Input((4,)),
+                keras.layers.Dense(3, name="encoder"),
+                keras.layers.Lambda(floor_of_a_sigmoid),
+                keras.layers.Dense(5, activation="relu"),
+                keras.layers.Dense(4),
+            ]
+        )
+        model.compile(loss="mse")
+        x = np.random.default_rng(0).normal(size=(8, 4)).astype("float32")
+        return finder_fix_corpus.Case(broken=model, example=(x, x))
+
+    builders = [autoencoder_cast, floored_code, *finder_fix_corpus.CASES]
     shortcut = {builder: judged(builder, measure_again=False) for builder in builders}
     taken = [builder for builder, (_, took) in shortcut.items() if took]
-    assert autoencoder_cast in taken
+    assert autoencoder_cast in taken and floored_code in taken
     assert "the next row still cuts it" in shortcut[autoencoder_cast][0][0]
     for builder in taken:
         assert shortcut[builder][0] == judged(builder, measure_again=True)[0], builder.__name__

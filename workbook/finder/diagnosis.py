@@ -246,7 +246,28 @@ def _trace_and_measure(followed, suspects=()):
     cannot be traced with its gradients (numpy, Python ``if`` on a value, a gradient
     function that raises) is measured eagerly instead, and ``traced`` is None. With
     ``suspects`` (source indices already seen starving), where their gradient dies is measured
-    in the same run (a :class:`~workbook.finder.measure.cut.Probe`).
+    in the same run (a :class:`~workbook.finder.measure.cut.Probe`), or, where that cannot be
+    built, afterwards as without them.
+    """
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
+    for probe in [Probe(followed, suspects)] if suspects else []:
+        try:
+            return _measured(followed, specs, probe)
+        except Exception:  # an op with no gradient, a gradient function that raises: measured as without a probe
+            pass
+    try:
+        return _measured(followed, specs)
+    except Exception:
+        return _measure_eagerly(followed)
+
+
+def _measured(followed, specs, probe=None):
+    """The :class:`Measurement` of one trace of the target with its gradients (and ``probe``'s), run once.
+
+    Without a probe a GradientTape takes the gradients of the sources; with one, the probe's
+    ``tf.gradients`` takes them with those of every tensor on the way, in one backward pass.
     """
     import tensorflow as tf
 
@@ -258,28 +279,27 @@ def _trace_and_measure(followed, suspects=()):
     ]
     variables = followed.variables
     keys = [key for key, _ in float_inputs] + [("variable", id(v)) for v in variables]
-    probe = Probe(followed, suspects) if suspects else None
 
     def outputs_and_flags(*args):
         # Several sources and no variable watched by accident: the one-input helper in
         # workbook.core.gradients does not fit here.
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch([args[index] for _, index in float_inputs])
-            tape.watch([tf_variable(v) for v in variables])
+        sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
+        tape = tf.GradientTape(watch_accessed_variables=False)
+        with tape if probe is None else contextlib.nullcontext():
+            if probe is None:
+                tape.watch(sources)
             outputs = followed.call(*args)
             scalar = sum_of_float_outputs(outputs)
         if scalar is None:
             return {"outputs": outputs, "flags": None, "probe": None}
-        sources = [args[index] for _, index in float_inputs] + [tf_variable(v) for v in variables]
+        if probe is not None:
+            gradients, probed = probe.build(scalar, sources)
+            return {"outputs": outputs, "flags": _nonzero_flags(gradients), "probe": probed}
         gradients = tape.gradient(scalar, sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
-        return {"outputs": outputs, "flags": _nonzero_flags(gradients), "probe": _built(probe, scalar)}
+        return {"outputs": outputs, "flags": _nonzero_flags(gradients), "probe": None}
 
-    try:
-        specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
-        concrete = tf.function(outputs_and_flags, autograph=False).get_concrete_function(*specs)
-        ran = _run_once(concrete, followed.arguments)
-    except Exception:
-        return _measure_eagerly(followed)
+    concrete = tf.function(outputs_and_flags, autograph=False).get_concrete_function(*specs)
+    ran = _run_once(concrete, followed.arguments)
     flags, probed = ran["flags"], ran["probe"]
     traced = Traced(concrete, concrete.structured_outputs["outputs"])
     _check_returns_a_tensor(traced.outputs)
@@ -287,17 +307,6 @@ def _trace_and_measure(followed, suspects=()):
         return Measurement(traced=traced)
     verdicts = {key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}
     return Measurement(verdicts, traced, probe=(probe, probed) if probed is not None else (None, None))
-
-
-def _built(probe, scalar):
-    """The flags of ``probe`` built on ``scalar``, or None (no probe, or one whose gradients cannot be built)."""
-    if probe is None:
-        return None
-    try:
-        return probe.build(scalar)
-    except Exception:  # an op with no gradient on the way: the probe is traced on its own later, or not at all
-        probe.graph = None
-        return None
 
 
 def _check_returns_a_tensor(outputs):

@@ -225,15 +225,17 @@ def _try(followed, culprit, pairs, before, starving, alone):
         outputs, flows = after
         change = _change(baseline[0], outputs)
         still = [i for i in starving if not flows[i]]
-        verdict = _verdict(followed, culprit, still, alone, measured if change <= TOLERANCE else ())
+        # What was measured before stands for a fix of the culprit's line alone that keeps the output.
+        alike = change <= TOLERANCE and all(old in (culprit.code or "") for old, _ in pairs)
+        verdict = _verdict(followed, culprit, still, alone, measured if alike else ())
     return verdict, change
 
 
 def _verdict(followed, culprit, still, alone, measured=()):
     """ "passed" if no source is ``still`` starving; "past" if the gradient gets past the culprit's line; else "cut".
 
-    ``measured`` are the cuts measured on the code as it is, given only when the fix leaves the
-    output as it was (see :func:`_past_as_measured`).
+    ``measured`` are the cuts measured on the code as it is, given only when the fix changes the
+    culprit's line alone and leaves the output as it was (see :func:`_past_as_measured`).
     """
     if not still:
         return "passed"
@@ -248,23 +250,25 @@ def _verdict(followed, culprit, still, alone, measured=()):
 def _past_as_measured(culprit, still, measured):
     """True when the cuts measured before the fix already show that its line is not where ``still`` starve; else None.
 
-    The fix keeps every value the same (its output did not move), so every op after the line gets
-    the gradient it got before. If no gradient reached the line then (no measured cut of the
-    culprit's kind at it, and another cut on the way of ``still``), none reaches it now: the same
-    cuts stand and none is at the line, which is what measuring again would find. Otherwise
-    (a cut at the line, or none measured) only measuring again tells.
+    The fix changes the culprit's line alone and keeps every value the same (its output did not
+    move), so the ops of every other line get the gradient they got before. If no measured cut
+    was at the line then (the gradient reached it and went on, or never reached it), and another
+    was on the way of ``still``, the line gets what it got before: the same cuts stand and none
+    is at the line, which is what measuring again would find. Otherwise (a cut at the line, or
+    none measured) only measuring again tells.
     """
     mine = [cut for cut in measured if cut.sources & set(still)]
-    if not mine or any(_at_the_line(cut, culprit) for cut in mine):
+    if not mine or any(_at_the_line(cut, culprit, any_op=True) for cut in measured):
         return None
     return True
 
 
-def _at_the_line(cut, culprit):
-    """Whether measured ``cut`` is an op like the culprit, made at the culprit's line."""
+def _at_the_line(cut, culprit, any_op=False):
+    """Whether measured ``cut`` is an op like the culprit (any op, with ``any_op``), made at the culprit's line."""
     from workbook.finder.trace.frames import user_frame
 
-    return cut.op.type == culprit.op_type and user_frame(cut.op.traceback)[:2] == (culprit.file, culprit.line)
+    alike = any_op or cut.op.type == culprit.op_type
+    return alike and user_frame(cut.op.traceback)[:2] == (culprit.file, culprit.line)
 
 
 def _still_dies_at(followed, culprit, starving):

@@ -100,22 +100,27 @@ class Probe:
         self.graph = self.carriers = None
         self.index = {}  # tensor name -> the position of its flag
 
-    def build(self, scalar):
-        """The flags, traced in the graph of ``scalar`` (the sum of the followed outputs)."""
+    def build(self, scalar, sources=()):
+        """The flags, traced in the graph of ``scalar`` (the sum of the followed outputs).
+
+        With ``sources`` (tensors, variables): (their gradients, the flags), from one backward pass.
+        """
         import tensorflow as tf
 
         graph = scalar.graph
         carriers = source_tensors(graph, self.followed)
         reached = _reached(graph, carriers, self.suspects)
         floats = [t for t, _ in reached.values() if t.dtype.is_floating]
-        gradients = tf.gradients(scalar, floats, unconnected_gradients=tf.UnconnectedGradients.NONE)
-        values = []
+        wanted = list(sources) + floats
+        gradients = tf.gradients(scalar, wanted, unconnected_gradients=tf.UnconnectedGradients.NONE)
+        values, gradients_of_sources, gradients = [], gradients[: len(sources)], gradients[len(sources) :]
         for tensor, gradient in zip(floats, gradients, strict=True):
             if gradient is not None:
                 self.index[tensor.name] = len(values)
                 values.append(gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient)
         self.graph, self.carriers = graph, carriers
-        return any_nonzero(values)
+        flags = any_nonzero(values)
+        return (gradients_of_sources, flags) if sources else flags
 
     def covers(self, starving):
         """Whether the flags built answer for the sources ``starving``."""
