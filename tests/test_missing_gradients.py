@@ -271,7 +271,7 @@ def test_a_finder_that_fails_or_is_interrupted_costs_one_line_and_the_extension_
         raise failure
 
     shell = InteractiveShell.instance()
-    monkeypatch.setattr(diagnosis, "find_gradient_breaks", failing)
+    monkeypatch.setattr(diagnosis, "find_known_breaks", failing)  # the finder, told that a gradient is missing
     missing_gradients.load_ipython_extension(shell)
     try:
         assert not shell.run_cell(FROZEN_FIT).success

@@ -176,7 +176,7 @@ class MissingGradients:
     def _explain(self, call):
         from IPython.display import display
 
-        from workbook.finder.diagnosis import find_gradient_breaks
+        from workbook.finder.diagnosis import find_known_breaks
 
         example, why_not = _first_batch_of(call)
         if example is None:
@@ -184,7 +184,7 @@ class MissingGradients:
             return
         description = _description(call, example)
         try:
-            report = find_gradient_breaks(call.model, example)
+            report = find_known_breaks(call.model, example)  # the error says a gradient is missing
         except Exception as error:  # the student's error above is what matters; say why there is no more
             _say(hints.COULD_NOT_FOLLOW.format(name=NAME, description=description, error=_one_line(error)))
             return
