@@ -14,6 +14,8 @@ is put back as it was afterwards, also when the check fails.
 
 import contextlib
 import gc
+import itertools
+import operator
 import re
 import textwrap
 import types
@@ -283,31 +285,63 @@ def _functions_at(file, line):
     """The Python functions (closures too) made from the innermost code of ``file`` that holds ``line``.
 
     The code is looked up from the module of ``file`` (or ``__main__``, for a notebook cell), inside
-    its functions and classes; the functions made from it are the objects that refer to that code.
+    its functions and classes. A ``def`` run once (at the top of a module or cell, or in a class) made
+    one function, found on the way there; one inside a function made one per call, each a closure
+    that only its caller may hold: those are picked out of every function alive.
     """
-    codes = [code for code in _codes_of(file) if _holds(code, file, line)]
+    found = _CodeWalk(file)
+    codes = [code for code in found.codes if _holds(code, file, line)]
     if not codes:
         return []
     code = max(codes, key=lambda c: c.co_firstlineno)
-    return [f for f in gc.get_referrers(code) if isinstance(f, types.FunctionType) and f.__code__ is code]
+    if id(code) not in found.nested and found.functions.get(id(code)):
+        return found.functions[id(code)]
+    return [f for f in _all_functions() if f.__code__ is code]
 
 
-def _codes_of(file):
-    """Every code object compiled from ``file`` that its module's (or ``__main__``'s) names lead to."""
-    import sys
+def _all_functions():
+    """Every Python function object alive, read from the collector's lists of objects.
 
-    modules = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == file]
-    modules += [sys.modules["__main__"]] if "__main__" in sys.modules else []
-    names = {module.__name__ for module in modules}
-    stack, seen, codes = [vars(module) for module in modules], set(), []
-    while stack:
-        item = stack.pop()
-        if id(item) not in seen:
+    Not ``gc.get_referrers(code)``: it asks every object of the process for what it refers to,
+    and an extension object whose answer is broken crashes the kernel (it did beside two Keras
+    ResNet50 models). Listing the objects asks them nothing; picking the functions out runs in C.
+    """
+    objects = gc.get_objects()
+    try:
+        is_function = map(operator.is_, map(type, objects), itertools.repeat(types.FunctionType))
+        return list(itertools.compress(objects, is_function))
+    finally:
+        del objects
+
+
+class _CodeWalk:
+    """Every code object compiled from ``file`` that its module's (or ``__main__``'s) names lead to.
+
+    ``codes`` in the order found; ``functions`` maps a code's id to the functions on the way that
+    run it; ``nested`` holds the ids of the codes a ``def`` inside another code makes.
+    """
+
+    def __init__(self, file):
+        import sys
+
+        modules = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == file]
+        modules += [sys.modules["__main__"]] if "__main__" in sys.modules else []
+        names = {module.__name__ for module in modules}
+        self.codes, self.functions, self.nested = [], {}, set()
+        stack, seen = [vars(module) for module in modules], set()
+        while stack:
+            item = stack.pop()
+            if id(item) in seen:
+                continue
             seen.add(id(item))
             if isinstance(item, types.CodeType) and item.co_filename == file:
-                codes.append(item)
-            stack.extend(_inside(item, names))
-    return codes
+                self.codes.append(item)
+            inside = _inside(item, names)
+            if isinstance(item, types.FunctionType):
+                self.functions.setdefault(id(item.__code__), []).append(item)
+            elif isinstance(item, types.CodeType):
+                self.nested.update(id(code) for code in inside)
+            stack.extend(inside)
 
 
 def _inside(item, names):
