@@ -28,6 +28,9 @@ from workbook.finder.advice.words import CHECKED
 from workbook.finder.walk.reach import tf_variable
 
 REPLACE = re.compile(r"[Rr]eplace `([^`]+)` with `([^`]+)`")
+#: The verdicts of a fix that gets the gradient past its line while a later row still cuts it; "unreached" when
+#: that was known from the cuts measured before the fix (see :func:`_past_as_measured`).
+PAST = ("past", "unreached")
 #: How far the output may move and still be "unchanged": relative to its largest value, float32 round-off.
 TOLERANCE = 1e-4
 
@@ -77,7 +80,7 @@ def has_a_fix_to_check(report):
 
 def _partly(reached, change, names):
     """What the check says of a fix that gets past this line only, or that moves the output."""
-    if reached == "past":
+    if reached in PAST:
         return CHECKED["past"]
     return CHECKED["changed"].format(names=names, change=f"{change:.3g}")
 
@@ -115,24 +118,27 @@ class _Check:
         the first that gets it past this line (a later row cuts it too), or that passes it while
         computing something a little different (an interpolation, another draw), saying so.
         """
-        tried, fallback = [], None
-        for hint, pairs, (reached, change) in self.verdicts(hints):
+        tried, fallback, hints = [], None, list(hints)
+        for index, hint in enumerate(hints):
+            pairs = _replacements(hint)
+            verdict = self.verdict(pairs) if pairs else None
+            if not verdict:  # it cannot be applied
+                continue
+            reached, change = verdict
             if reached == "passed" and change <= TOLERANCE:
                 return hint + CHECKED["passed"].format(names=names), tried
-            if reached == "cut" or (reached == "past" and change > TOLERANCE):
+            if reached == "cut" or (reached in PAST and change > TOLERANCE):
                 tried.append(CHECKED["cut" if reached == "cut" else "output"].format(fix=pairs[0][1]))
             elif fallback is None:
                 fallback = hint + _partly(reached, change, names)
                 self._past_chosen = True
+                if reached == "unreached" and all(self._on_the_line(later) for later in hints[index + 1 :]):
+                    break  # the same holds of each later rewrite of this line alone: none that keeps the output passes
         return fallback, tried
 
-    def verdicts(self, hints):
-        """(hint, its replacements, its verdict) for each of ``hints`` that can be applied, in order, lazily."""
-        for hint in hints:
-            pairs = _replacements(hint)
-            verdict = self.verdict(pairs) if pairs else None
-            if verdict:
-                yield hint, pairs, verdict
+    def _on_the_line(self, hint):
+        """Whether every replacement of ``hint`` is on the culprit's line (one that has none is never applied)."""
+        return all(old in (self.culprit.code or "") for old, _ in _replacements(hint))
 
     def verdict(self, pairs):
         """What :func:`_try` says of ``pairs``, or None if they cannot be applied (or the code fails as it is)."""
@@ -228,7 +234,7 @@ def _try(followed, culprit, pairs, before, starving, alone):
         change = _change(baseline[0], outputs)
         still = [i for i in starving if not flows[i]]
         # What was measured before stands for a fix of the culprit's line alone that keeps the output.
-        alike = change <= TOLERANCE and all(old in (culprit.code or "") for old, _ in pairs)
+        alike = change <= TOLERANCE and all(old in (culprit.code or "") for old, _ in pairs)  # see _past_as_measured
         verdict = _verdict(followed, culprit, still, alone, measured if alike else ())
     return verdict, change
 
@@ -236,17 +242,16 @@ def _try(followed, culprit, pairs, before, starving, alone):
 def _verdict(followed, culprit, still, alone, measured=()):
     """ "passed" if no source is ``still`` starving; "past" if the gradient gets past the culprit's line; else "cut".
 
-    ``measured`` are the cuts measured on the code as it is, given only when the fix changes the
+    "unreached" is "past" known from what was measured before the fix. ``measured`` are the cuts measured on the code as it is, given only when the fix changes the
     culprit's line alone and leaves the output as it was (see :func:`_past_as_measured`).
     """
     if not still:
         return "passed"
     if alone:
         return "cut"
-    past = _past_as_measured(culprit, still, measured)
-    if past is None:
-        past = not _still_dies_at(followed, culprit, still)
-    return "past" if past else "cut"
+    if _past_as_measured(culprit, still, measured):
+        return "unreached"
+    return "cut" if _still_dies_at(followed, culprit, still) else "past"
 
 
 def _past_as_measured(culprit, still, measured):
@@ -256,7 +261,8 @@ def _past_as_measured(culprit, still, measured):
     move), so the ops of every other line get the gradient they got before. If no measured cut
     was at the line then (the gradient reached it and went on, or never reached it), and another
     was on the way of ``still``, the line gets what it got before: the same cuts stand and none
-    is at the line, which is what measuring again would find. Otherwise (a cut at the line, or
+    is at the line, which is what measuring again would find; and no other rewrite of the line
+    alone that keeps the output can bring the gradient further. Otherwise (a cut at the line, or
     none measured) only measuring again tells.
     """
     mine = [cut for cut in measured if cut.sources & set(still)]
