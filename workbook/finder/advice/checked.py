@@ -14,8 +14,6 @@ is put back as it was afterwards, also when the check fails.
 
 import contextlib
 import gc
-import itertools
-import operator
 import re
 import textwrap
 import types
@@ -302,20 +300,19 @@ def _functions_at(file, line):
     code = max(codes, key=lambda c: c.co_firstlineno)
     if id(code) not in found.nested and found.functions.get(id(code)):
         return found.functions[id(code)]
-    return [f for f in _all_functions() if f.__code__ is code]
+    return _functions_running(code)
 
 
-def _all_functions():
-    """Every Python function object alive, read from the collector's lists of objects.
+def _functions_running(code):
+    """Every Python function alive that runs ``code``, read from the collector's list of objects.
 
     Not ``gc.get_referrers(code)``: it asks every object of the process for what it refers to,
     and an extension object whose answer is broken crashes the kernel (it did beside two Keras
-    ResNet50 models). Listing the objects asks them nothing; picking the functions out runs in C.
+    ResNet50 models). Listing the objects asks them nothing.
     """
     objects = gc.get_objects()
     try:
-        is_function = map(operator.is_, map(type, objects), itertools.repeat(types.FunctionType))
-        return list(itertools.compress(objects, is_function))
+        return [f for f in objects if type(f) is types.FunctionType and f.__code__ is code]
     finally:
         del objects
 
