@@ -100,7 +100,7 @@ def find_known_breaks(target, example, loss=None):
 
 
 def _find_gradient_breaks(target, example, loss, known=False):
-    """The work of :func:`find_gradient_breaks`, on arguments already checked; ``known`` as in :func:`find_known_breaks`."""
+    """The work of :func:`find_gradient_breaks`, on arguments already checked (``known``: :func:`find_known_breaks`)."""
     import keras
 
     followed = prepare(target, example, loss)

@@ -117,12 +117,7 @@ class _Check:
         computing something a little different (an interpolation, another draw), saying so.
         """
         tried, fallback, hints = [], None, list(hints)
-        for index, hint in enumerate(hints):
-            pairs = _replacements(hint)
-            verdict = self.verdict(pairs) if pairs else None
-            if not verdict:  # it cannot be applied
-                continue
-            reached, change = verdict
+        for index, hint, pairs, (reached, change) in self.verdicts(hints):
             if reached == "passed" and change <= TOLERANCE:
                 return hint + CHECKED["passed"].format(names=names), tried
             if reached == "cut" or (reached in PAST and change > TOLERANCE):
@@ -130,9 +125,24 @@ class _Check:
             elif fallback is None:
                 fallback = hint + _partly(reached, change, names)
                 self._past_chosen = True
-                if reached == "unreached" and all(self._on_the_line(later) for later in hints[index + 1 :]):
-                    break  # the same holds of each later rewrite of this line alone: none that keeps the output passes
+                if self._none_later_passes(reached, hints[index + 1 :]):
+                    break
         return fallback, tried
+
+    def verdicts(self, hints):
+        """(position, hint, its replacements, its verdict) of each of ``hints`` that can be applied, lazily."""
+        for index, hint in enumerate(hints):
+            pairs = _replacements(hint)
+            verdict = self.verdict(pairs) if pairs else None
+            if verdict:
+                yield index, hint, pairs, verdict
+
+    def _none_later_passes(self, reached, later):
+        """Whether no ``later`` hint can pass, once one was judged ``reached`` (see :func:`_past_as_measured`).
+
+        So when no gradient reached the line before the fix ("unreached") and each later one rewrites that line alone.
+        """
+        return reached == "unreached" and all(self._on_the_line(hint) for hint in later)
 
     def _on_the_line(self, hint):
         """Whether every replacement of ``hint`` is on the culprit's line (one that has none is never applied)."""
@@ -231,17 +241,25 @@ def _try(followed, culprit, pairs, before, starving, alone):
         outputs, flows = after
         change = _change(baseline[0], outputs)
         still = [i for i in starving if not flows[i]]
-        # What was measured before stands for a fix of the culprit's line alone that keeps the output.
-        alike = change <= TOLERANCE and all(old in (culprit.code or "") for old, _ in pairs)  # see _past_as_measured
-        verdict = _verdict(followed, culprit, still, alone, measured if alike else ())
+        verdict = _verdict(followed, culprit, still, alone, _standing(measured, culprit, pairs, change))
     return verdict, change
+
+
+def _standing(measured, culprit, pairs, change):
+    """The cuts ``measured`` before the fix ``pairs``, if they still stand for it: see :func:`_past_as_measured`.
+
+    They do for a fix of the culprit's line alone that keeps the output; else ().
+    """
+    on_the_line = all(old in (culprit.code or "") for old, _ in pairs)
+    return measured if change <= TOLERANCE and on_the_line else ()
 
 
 def _verdict(followed, culprit, still, alone, measured=()):
     """ "passed" if no source is ``still`` starving; "past" if the gradient gets past the culprit's line; else "cut".
 
-    "unreached" is "past" known from what was measured before the fix. ``measured`` are the cuts measured on the code as it is, given only when the fix changes the
-    culprit's line alone and leaves the output as it was (see :func:`_past_as_measured`).
+    "unreached" is "past" known from what was measured before the fix. ``measured`` are the cuts
+    measured on the code as it is, given only when the fix changes the culprit's line alone and
+    leaves the output as it was (see :func:`_past_as_measured`).
     """
     if not still:
         return "passed"
@@ -329,22 +347,25 @@ class _CodeWalk:
 
         modules = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == file]
         modules += [sys.modules["__main__"]] if "__main__" in sys.modules else []
-        names = {module.__name__ for module in modules}
+        self.file, self.names = file, {module.__name__ for module in modules}
         self.codes, self.functions, self.nested = [], {}, set()
         stack, seen = [vars(module) for module in modules], set()
         while stack:
             item = stack.pop()
-            if id(item) in seen:
-                continue
-            seen.add(id(item))
-            if isinstance(item, types.CodeType) and item.co_filename == file:
-                self.codes.append(item)
-            inside = _inside(item, names)
-            if isinstance(item, types.FunctionType):
-                self.functions.setdefault(id(item.__code__), []).append(item)
-            elif isinstance(item, types.CodeType):
-                self.nested.update(id(code) for code in inside)
-            stack.extend(inside)
+            if id(item) not in seen:
+                seen.add(id(item))
+                stack.extend(self._visit(item))
+
+    def _visit(self, item):
+        """Note what ``item`` is (a code of the file, a function, a code that makes others); what is inside it."""
+        if isinstance(item, types.CodeType) and item.co_filename == self.file:
+            self.codes.append(item)
+        inside = _inside(item, self.names)
+        if isinstance(item, types.FunctionType):
+            self.functions.setdefault(id(item.__code__), []).append(item)
+        elif isinstance(item, types.CodeType):
+            self.nested.update(id(code) for code in inside)
+        return inside
 
 
 def _inside(item, names):
