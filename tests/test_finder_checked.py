@@ -279,3 +279,22 @@ def test_a_fix_that_keeps_every_value_is_judged_as_measuring_again_judges_it():
     assert "the next row still cuts it" in shortcut[autoencoder_cast][0][0]
     for builder in taken:
         assert shortcut[builder][0] == judged(builder, measure_again=True)[0], builder.__name__
+
+
+def test_told_that_a_gradient_starves_the_finder_measures_where_it_dies_in_its_first_run(monkeypatch):
+    """The monitor's and the extension's way in (``find_known_breaks``) traces the code once, for the same report.
+
+    Notebook 04's cast sends the code to 0, so the ReLUs after it pass exactly 0: only measuring shows them.
+    """
+    from workbook.finder import diagnosis
+
+    (x, _), _ = workbook.load_mnist(n_train=64, n_test=100, source="bundled", seed=0)
+    model = workbook.autoencoder(cast_to_int, seed=0)
+    plain = diagnosis.find_gradient_breaks(model, (x, x))
+    assert [f.op_type for f in plain.findings if f.reason == "measured_zero"]
+
+    def traced_again(*arguments):
+        raise AssertionError("where the gradient dies was traced a second time")
+
+    monkeypatch.setattr(diagnosis, "measured_cuts", traced_again)
+    assert str(diagnosis.find_known_breaks(model, (x, x))) == str(plain)

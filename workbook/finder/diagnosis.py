@@ -252,15 +252,19 @@ def _trace_and_measure(followed, suspects=()):
     import tensorflow as tf
 
     specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
-    for probe in [Probe(followed, suspects)] if suspects else []:
+    measurement = None
+    if suspects:  # an op with no gradient, a gradient function that raises: measured as without a probe
+        with contextlib.suppress(Exception):
+            measurement = _measured(followed, specs, Probe(followed, suspects))
+    if measurement is None:
         try:
-            return _measured(followed, specs, probe)
-        except Exception:  # an op with no gradient, a gradient function that raises: measured as without a probe
-            pass
-    try:
-        return _measured(followed, specs)
-    except Exception:
-        return _measure_eagerly(followed)
+            # After a probe that failed, the code has run (and printed) once already.
+            with _quiet() if suspects else contextlib.nullcontext():
+                measurement = _measured(followed, specs)
+        except Exception:
+            return _measure_eagerly(followed)
+    _check_returns_a_tensor(measurement.traced.outputs)
+    return measurement
 
 
 def _measured(followed, specs, probe=None):
@@ -302,7 +306,6 @@ def _measured(followed, specs, probe=None):
     ran = _run_once(concrete, followed.arguments)
     flags, probed = ran["flags"], ran["probe"]
     traced = Traced(concrete, concrete.structured_outputs["outputs"])
-    _check_returns_a_tensor(traced.outputs)
     if flags is None:
         return Measurement(traced=traced)
     verdicts = {key: _verdict(flag) for key, flag in zip(keys, flags, strict=True)}

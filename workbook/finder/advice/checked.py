@@ -114,7 +114,8 @@ class _Check:
 
         A fix that brings the gradient to every starving source with the output unchanged wins. Else
         the first that gets it past this line (a later row cuts it too), or that passes it while
-        computing something a little different (an interpolation, another draw), saying so.
+        computing something a little different (an interpolation, another draw), saying so. The
+        search ends early where no later hint can pass (:meth:`_none_later_passes`).
         """
         tried, fallback, hints = [], None, list(hints)
         for index, hint, pairs, (reached, change) in self.verdicts(hints):
@@ -248,10 +249,10 @@ def _try(followed, culprit, pairs, before, starving, alone):
 def _standing(measured, culprit, pairs, change):
     """The cuts ``measured`` before the fix ``pairs``, if they still stand for it: see :func:`_past_as_measured`.
 
-    They do for a fix of the culprit's line alone that keeps the output; else ().
+    They do for a fix of the culprit's line alone that leaves the output exactly as it was; else ().
     """
     on_the_line = all(old in (culprit.code or "") for old, _ in pairs)
-    return measured if change <= TOLERANCE and on_the_line else ()
+    return measured if change == 0.0 and on_the_line else ()
 
 
 def _verdict(followed, culprit, still, alone, measured=()):
@@ -259,7 +260,7 @@ def _verdict(followed, culprit, still, alone, measured=()):
 
     "unreached" is "past" known from what was measured before the fix. ``measured`` are the cuts
     measured on the code as it is, given only when the fix changes the culprit's line alone and
-    leaves the output as it was (see :func:`_past_as_measured`).
+    leaves the output exactly as it was (see :func:`_past_as_measured`).
     """
     if not still:
         return "passed"
@@ -273,8 +274,8 @@ def _verdict(followed, culprit, still, alone, measured=()):
 def _past_as_measured(culprit, still, measured):
     """True when the cuts measured before the fix already show that its line is not where ``still`` starve; else None.
 
-    The fix changes the culprit's line alone and keeps every value the same (its output did not
-    move), so the ops of every other line get the gradient they got before. If no measured cut
+    The fix changes the culprit's line alone and its output is exactly what it was, so the values
+    after the line are too, and the ops of every other line get the gradient they got before. If no measured cut
     was at the line then (the gradient reached it and went on, or never reached it), and another
     was on the way of ``still``, the line gets what it got before: the same cuts stand and none
     is at the line, which is what measuring again would find; and no other rewrite of the line
@@ -307,17 +308,14 @@ def _functions_at(file, line):
     """The Python functions (closures too) made from the innermost code of ``file`` that holds ``line``.
 
     The code is looked up from the module of ``file`` (or ``__main__``, for a notebook cell), inside
-    its functions and classes. A ``def`` run once (at the top of a module or cell, or in a class) made
-    one function, found on the way there; one inside a function made one per call, each a closure
-    that only its caller may hold: those are picked out of every function alive.
+    its functions and classes; the functions made from it are every function alive that runs that
+    code: a closure made per call, or a function that IPython's autoreload gave the new code of an
+    edited cell or module while a model built before still holds it.
     """
-    found = _CodeWalk(file)
-    codes = [code for code in found.codes if _holds(code, file, line)]
+    codes = [code for code in _codes_of(file) if _holds(code, file, line)]
     if not codes:
         return []
     code = max(codes, key=lambda c: c.co_firstlineno)
-    if id(code) not in found.nested and found.functions.get(id(code)):
-        return found.functions[id(code)]
     return _functions_running(code)
 
 
@@ -335,37 +333,22 @@ def _functions_running(code):
         del objects
 
 
-class _CodeWalk:
-    """Every code object compiled from ``file`` that its module's (or ``__main__``'s) names lead to.
+def _codes_of(file):
+    """Every code object compiled from ``file`` that its module's (or ``__main__``'s) names lead to."""
+    import sys
 
-    ``codes`` in the order found; ``functions`` maps a code's id to the functions on the way that
-    run it; ``nested`` holds the ids of the codes a ``def`` inside another code makes.
-    """
-
-    def __init__(self, file):
-        import sys
-
-        modules = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == file]
-        modules += [sys.modules["__main__"]] if "__main__" in sys.modules else []
-        self.file, self.names = file, {module.__name__ for module in modules}
-        self.codes, self.functions, self.nested = [], {}, set()
-        stack, seen = [vars(module) for module in modules], set()
-        while stack:
-            item = stack.pop()
-            if id(item) not in seen:
-                seen.add(id(item))
-                stack.extend(self._visit(item))
-
-    def _visit(self, item):
-        """Note what ``item`` is (a code of the file, a function, a code that makes others); what is inside it."""
-        if isinstance(item, types.CodeType) and item.co_filename == self.file:
-            self.codes.append(item)
-        inside = _inside(item, self.names)
-        if isinstance(item, types.FunctionType):
-            self.functions.setdefault(id(item.__code__), []).append(item)
-        elif isinstance(item, types.CodeType):
-            self.nested.update(id(code) for code in inside)
-        return inside
+    modules = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == file]
+    modules += [sys.modules["__main__"]] if "__main__" in sys.modules else []
+    names = {module.__name__ for module in modules}
+    stack, seen, codes = [vars(module) for module in modules], set(), []
+    while stack:
+        item = stack.pop()
+        if id(item) not in seen:
+            seen.add(id(item))
+            if isinstance(item, types.CodeType) and item.co_filename == file:
+                codes.append(item)
+            stack.extend(_inside(item, names))
+    return codes
 
 
 def _inside(item, names):
