@@ -224,8 +224,8 @@ def judged(builder, measure_again):
     original, taken = checked._past_as_measured, []
 
     def past_as_measured(*arguments):
-        said = None if measure_again else original(*arguments)
-        taken.append(said is not None)
+        said = False if measure_again else original(*arguments)
+        taken.append(said)
         return said
 
     checked._past_as_measured = past_as_measured

@@ -358,3 +358,17 @@ def test_a_fit_that_fails_leaves_no_batch_on_the_model(x_train):
     step = _MonitoredStep.of(model)
     assert step.calls >= 2  # the step that trained, still with the model (not one made anew)
     assert step.batch is None
+
+
+@pytest.mark.filterwarnings("ignore:Gradients do not exist")
+def test_a_finder_that_fails_half_way_costs_the_training_nothing_and_says_so(x_train, monkeypatch):
+    # The finder has traced and run the model (drawing as training does) when its walk fails.
+    plain = one_run("arrays, BatchNorm, Dropout, GaussianNoise", x_train, find_cuts=None)
+
+    def failing_walk(*arguments, **options):
+        raise RuntimeError("the walk failed")
+
+    monkeypatch.setattr(diagnosis, "analyse", failing_walk)
+    run = one_run("arrays, BatchNorm, Dropout, GaussianNoise", x_train, find_cuts=True)
+    assert_same_training(run, plain)
+    assert run["monitor"].history.cut_by["encoder"] == "no op named: the finder failed (RuntimeError: the walk failed)"

@@ -109,8 +109,7 @@ def _find_gradient_breaks(target, example, loss, known=False):
     # A layer that stored a traced tensor on self would break later: its attributes are put back.
     with kept_layer_attributes(layers) as attributes:
         try:
-            suspects = range(len(followed.inputs) + len(followed.variables)) if known else ()
-            measurement = _trace_and_measure(followed, suspects)
+            measurement = _trace_and_measure(followed, probe=known)
             measured = _where_it_dies(followed, measurement)
             changed = changed_attributes(attributes)
             restore_layer_attributes(attributes)
@@ -138,7 +137,7 @@ def _find_gradient_breaks(target, example, loss, known=False):
     return report
 
 
-def _check_the_fix(report, followed, arguments, layers, measured=()):
+def _check_the_fix(report, followed, arguments, layers, measured):
     """The culprit's fix chosen by applying it to your code; weights, statistics and attributes put back.
 
     ``arguments`` are the finder's (target, example, loss): a line that runs once is checked on the target made
@@ -153,7 +152,7 @@ def _check_the_fix(report, followed, arguments, layers, measured=()):
             # The runs of each fix print nothing of the student's code a second time, and a model made again to
             # check a fix leaves the names of the student's next layers as they would have been.
             with _quiet(), kept_layer_names():
-                rebuilt = Rebuilt(*arguments, report.culprit) if report.culprit is not None else None
+                rebuilt = Rebuilt(*arguments, report.culprit)  # has_a_fix_to_check: there is a culprit
                 check_culprit(report, followed, rebuilt, measured)
         except Exception:  # the check is help: when it fails, the hints stay as the walk wrote them
             pass
@@ -170,7 +169,7 @@ def _where_it_dies(followed, measurement):
     if not starving or measurement.traced is None:
         return []
     probe, flags = measurement.probe
-    if probe is not None and flags is not None and probe.covers(starving):  # measured in the same run
+    if probe is not None:  # measured in the same run
         return probe.cuts(flags, starving)
     with _quiet():  # what the code prints on this extra run is the finder's, not the student's output
         return measured_cuts(followed, starving, _run_once)
@@ -239,27 +238,28 @@ class Measurement:
     probe: tuple = (None, None)
 
 
-def _trace_and_measure(followed, suspects=()):
+def _trace_and_measure(followed, probe=False):
     """Trace the target with its gradients in one graph, run it once, and measure what arrives.
 
     The graph is the one the walk then reads, so the target is traced only once. Code that
     cannot be traced with its gradients (numpy, Python ``if`` on a value, a gradient
-    function that raises) is measured eagerly instead, and ``traced`` is None. With
-    ``suspects`` (source indices already seen starving), where their gradient dies is measured
-    in the same run (a :class:`~workbook.finder.measure.cut.Probe`), or, where that cannot be
-    built, afterwards as without them.
+    function that raises) is measured eagerly instead, and ``traced`` is None. With ``probe``
+    (a gradient is known to starve), where every source's gradient dies is measured in the same
+    run (a :class:`~workbook.finder.measure.cut.Probe`), or, where that cannot be built,
+    afterwards as without it.
     """
     import tensorflow as tf
 
     specs = [tf.TensorSpec.from_tensor(tensor) for tensor in followed.arguments]
     measurement = None
-    if suspects:  # an op with no gradient, a gradient function that raises: measured as without a probe
+    if probe:  # an op with no gradient, a gradient function that raises: measured as without a probe
+        every_source = range(len(followed.inputs) + len(followed.variables))
         with contextlib.suppress(Exception):
-            measurement = _measured(followed, specs, Probe(followed, suspects))
+            measurement = _measured(followed, specs, Probe(followed, every_source))
     if measurement is None:
         try:
             # After a probe that failed, the code has run (and printed) once already.
-            with _quiet() if suspects else contextlib.nullcontext():
+            with _quiet() if probe else contextlib.nullcontext():
                 measurement = _measured(followed, specs)
         except Exception:
             return _measure_eagerly(followed)

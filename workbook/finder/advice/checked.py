@@ -33,7 +33,7 @@ PAST = ("past", "unreached")
 TOLERANCE = 1e-4
 
 
-def check_culprit(report, followed, rebuilt=None, measured=()):
+def check_culprit(report, followed, rebuilt, measured):
     """Choose the culprit's hint among its candidates by applying each to your code; mark the one shown.
 
     ``followed`` is the :class:`~workbook.finder.trace.targets.Target` the report was made on, and
@@ -89,8 +89,6 @@ def _starving(report, culprit, once=False):
     A weight the culprit leaves disconnected counts only when the line runs ``once`` (it is
     checked on the model made again); its finding does not list what it cuts otherwise.
     """
-    if culprit is None:
-        return []
     return [
         index
         for index, status in enumerate(report.sources)
@@ -143,11 +141,8 @@ class _Check:
 
         So when no gradient reached the line before the fix ("unreached") and each later one rewrites that line alone.
         """
-        return reached == "unreached" and all(self._on_the_line(hint) for hint in later)
-
-    def _on_the_line(self, hint):
-        """Whether every replacement of ``hint`` is on the culprit's line (one that has none is never applied)."""
-        return all(old in (self.culprit.code or "") for old, _ in _replacements(hint))
+        # A hint with no replacement is never applied.
+        return reached == "unreached" and all(_on_the_line(self.culprit, _replacements(hint)) for hint in later)
 
     def verdict(self, pairs):
         """What :func:`_try` says of ``pairs``, or None if they cannot be applied (or the code fails as it is)."""
@@ -184,7 +179,7 @@ class _Rebuilt(_Check):
     def _run_made_again(self, pairs):
         """(the target made again with ``pairs``, :func:`_run` of it); (None, None) if it cannot be made or run."""
         if self._baseline is None:
-            self._baseline = _run(self.followed) or False
+            self._baseline = _run(self.followed, gradients=False) or False  # only its outputs are compared
         made = self.rebuilt.followed(pairs) if self._baseline and self.rebuilt is not None else None
         return (made, _run(made)) if made is not None else (None, None)
 
@@ -251,11 +246,15 @@ def _standing(measured, culprit, pairs, change):
 
     They do for a fix of the culprit's line alone that leaves the output exactly as it was; else ().
     """
-    on_the_line = all(old in (culprit.code or "") for old, _ in pairs)
-    return measured if change == 0.0 and on_the_line else ()
+    return measured if change == 0.0 and _on_the_line(culprit, pairs) else ()
 
 
-def _verdict(followed, culprit, still, alone, measured=()):
+def _on_the_line(culprit, pairs):
+    """Whether every replacement of ``pairs`` rewrites code on the culprit's line."""
+    return all(old in (culprit.code or "") for old, _ in pairs)
+
+
+def _verdict(followed, culprit, still, alone, measured):
     """ "passed" if no source is ``still`` starving; "past" if the gradient gets past the culprit's line; else "cut".
 
     "unreached" is "past" known from what was measured before the fix. ``measured`` are the cuts
@@ -272,20 +271,18 @@ def _verdict(followed, culprit, still, alone, measured=()):
 
 
 def _past_as_measured(culprit, still, measured):
-    """True when the cuts measured before the fix already show that its line is not where ``still`` starve; else None.
+    """Whether the cuts measured before the fix already show that its line is not where ``still`` starve.
 
     The fix changes the culprit's line alone and its output is exactly what it was, so the values
     after the line are too, and the ops of every other line get the gradient they got before. If no measured cut
     was at the line then (the gradient reached it and went on, or never reached it), and another
     was on the way of ``still``, the line gets what it got before: the same cuts stand and none
     is at the line, which is what measuring again would find; and no other rewrite of the line
-    alone that keeps the output can bring the gradient further. Otherwise (a cut at the line, or
-    none measured) only measuring again tells.
+    alone that keeps the output can bring the gradient further. Otherwise (False: a cut at the line,
+    or none measured) only measuring again tells.
     """
     mine = [cut for cut in measured if cut.sources & set(still)]
-    if not mine or any(_at_the_line(cut, culprit, any_op=True) for cut in measured):
-        return None
-    return True
+    return bool(mine) and not any(_at_the_line(cut, culprit, any_op=True) for cut in measured)
 
 
 def _at_the_line(cut, culprit, any_op=False):

@@ -97,7 +97,7 @@ class Probe:
 
     def __init__(self, followed, suspects):
         self.followed, self.suspects = followed, frozenset(suspects)
-        self.graph = self.carriers = None
+        self.graph = self.reached = None
         self.index = {}  # tensor name -> the position of its flag
 
     def build(self, scalar, sources=()):
@@ -118,21 +118,22 @@ class Probe:
             if gradient is not None:
                 self.index[tensor.name] = len(values)
                 values.append(gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient)
-        self.graph, self.carriers = graph, carriers
+        self.graph, self.reached = graph, reached
         flags = any_nonzero(values)
         return (gradients_of_sources, flags) if sources else flags
 
-    def covers(self, starving):
-        """Whether the flags built answer for the sources ``starving``."""
-        return self.graph is not None and set(starving) <= self.suspects
-
     def cuts(self, flags, starving):
-        """The :class:`MeasuredCut` s of ``starving`` (among the suspects) from the ``flags`` one run returned."""
+        """The :class:`MeasuredCut` s of ``starving`` (among the suspects) from the ``flags`` one run returned.
+
+        Each source's bit goes forward on its own, so what ``starving`` reach is what the suspects reach, masked.
+        """
         if self.graph is None:
             return []
         flags = [bool(flag) for flag in flags]
         alive = {name for name, index in self.index.items() if flags[index]}
-        return _frontier(self.graph, _reached(self.graph, self.carriers, starving), alive)
+        mask = sum(1 << index for index in set(starving))
+        reached = {name: (tensor, bits & mask) for name, (tensor, bits) in self.reached.items() if bits & mask}
+        return _frontier(self.graph, reached, alive)
 
 
 def _reached(graph, carriers, starving):
