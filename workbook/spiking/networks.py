@@ -106,9 +106,8 @@ def accuracy_by_learning_rate(model, x, y, x_test, y_test, learning_rates, steps
     what they were before the first: each run is the one a fresh copy of the model would make,
     without tracing the unrolled network again.
     """
-    learning_rates = list(learning_rates) if isinstance(learning_rates, (list, tuple)) else learning_rates
     if (
-        not isinstance(learning_rates, list)
+        not isinstance(learning_rates, (list, tuple))
         or not learning_rates
         or not all(is_number(r, 0, include_low=False) for r in learning_rates)
     ):

@@ -62,7 +62,7 @@ def plot_spikes(inputs, spikes, membranes, threshold=1.0, n_traces=3, title=None
 SWEEP_COLOURS = [PALETTE[name] for name in ("blue", "vermillion", "bluish green", "orange", "reddish purple")]
 
 
-def plot_sweep(accuracies, title=None, ax=None):
+def plot_sweep(accuracies, title=None):
     """Test accuracy against the learning rate, one line for each steepness of the surrogate.
 
     Introduced in 08_spiking_networks.ipynb, the sweep Zenke & Vogels (2021) draw in their
@@ -71,12 +71,9 @@ def plot_sweep(accuracies, title=None, ax=None):
     each line with markers of its own. Returns the figure.
     """
     slopes, rates, grid = _sweep_grid(accuracies)
-    if ax is None:
-        figure = new_figure(figsize=(WIDEST, 3.4))
-        figure.set_layout_engine("constrained")
-        ax = figure.subplots()
-    else:
-        figure = ax.figure
+    figure = new_figure(figsize=(WIDEST, 3.4))
+    figure.set_layout_engine("constrained")
+    ax = figure.subplots()
     for slope, row, colour, marker in zip(slopes, grid, SWEEP_COLOURS, "osD^v", strict=False):
         ax.plot(rates, row, color=colour, marker=marker, label=f"k = {slope:g}")
     ax.set_xscale("log")
@@ -91,16 +88,17 @@ def plot_sweep(accuracies, title=None, ax=None):
     return figure
 
 
-def plot_growing_peak(accuracies, paper_groups, paper_url, chance=None):
+def plot_growing_peak(accuracies, paper_groups, paper_url, chance=None, ours_title="ours"):
     """Our test accuracies beside a schematic of what Zenke & Vogels (2021) report in their Figure 5.
 
     Introduced in 08_spiking_networks.ipynb. ``accuracies`` maps ``(network, variant)`` to a test
     accuracy, two variants per network: the control first, then the surrogate whose peak grows
     with its steepness. The right panel draws no values, only the direction the paper reports
     for each of ``paper_groups`` (the control above the growing peak) and where to read it.
+    ``ours_title`` titles the left panel (say what was trained: the task and the steps).
     """
     networks, variants = _growing_peak_groups(accuracies, paper_groups)
-    colours = [PALETTE["blue"], PALETTE["vermillion"]]
+    colours = SWEEP_COLOURS[:2]
     figure = new_figure(figsize=(WIDEST, 3.8))
     ours, paper = figure.subplots(1, 2, sharey=True)
     for i, (variant, colour) in enumerate(zip(variants, colours, strict=True)):
@@ -122,7 +120,7 @@ def plot_growing_peak(accuracies, paper_groups, paper_url, chance=None):
     ours.set_xticks(range(len(networks)), networks)
     ours.set_ylim(0, 1.15)
     ours.set_ylabel("test accuracy")
-    ours.set_title("ours: small Randman, 200 steps")
+    ours.set_title(ours_title)
     ours.legend(loc="upper right", fontsize=10)
     paper.set_xticks(range(len(paper_groups)), paper_groups)
     paper.tick_params(axis="y", left=False, labelleft=False)
