@@ -12,6 +12,7 @@ ASSIGNMENT = "05_assignment_quantized_autoencoder"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 #: The course folder's answer key (never in the workbook a student installs).
 ANSWER_KEY_PATH = ROOT / "course" / "answer_key_05.py"
+HELD_OUT_PATH = ANSWER_KEY_PATH.parent / "held_out_digits_05.npz"  # part (c)'s digits, beside the key
 
 #: Points per graded cell of the assignment, as its title cell promises them.
 ASSIGNMENT_POINTS = {"a_forward": 1, "a_gradient": 2, "b_culprit": 1, "b_fix": 2, "c_reconstruction": 4}
@@ -76,7 +77,7 @@ def unseen_digits():
 
     from workbook.lab.assignment_data import load_assignment_digits
 
-    with np.load(ROOT / "course" / "held_out_digits_05.npz", allow_pickle=False) as stored:
+    with np.load(HELD_OUT_PATH, allow_pickle=False) as stored:
         unseen = stored["x"]
     (x_train, _), (x_test, _) = load_assignment_digits(8000, 1000)  # every training digit, the most test digits
     with pytest.raises(ValueError, match="at most 1,000 test digits"):

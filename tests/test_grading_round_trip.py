@@ -51,6 +51,7 @@ from grading_class import (
 )
 from grading_helpers import (
     ASSIGNMENT,
+    HELD_OUT_PATH,
     NOTEBOOK,
     ROOT,
     answer_text,
@@ -253,7 +254,7 @@ def make_course(base):
     course.mkdir()
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course)
     shutil.copy(ROOT / "course" / ANSWER_KEY, course)
-    shutil.copy(ROOT / "course" / "held_out_digits_05.npz", course)  # part (c)'s digits, beside the key
+    shutil.copy(HELD_OUT_PATH, course)  # part (c)'s digits, beside the key
     (course / "broken_key.py").write_text("raise RuntimeError('the answer key cannot load its references')\n")
     with open(course / "nbgrader_config.py", "a") as config:
         config.write(

@@ -49,6 +49,11 @@ def verdict_processes_end_with_the_test():
     grading._end_verdict_processes()
 
 
+def passed_parts(verdicts):
+    """{grade id: True, False, or None (left for manual grading)} of what run_verdicts or judge returned."""
+    return {grade_id: verdict[0] for grade_id, verdict in verdicts.items()}
+
+
 def promised_limits(notebook):
     """(seconds a cell, part (c)'s budget in seconds), as the title cell promises them to students."""
     title = " ".join(notebook.cells[0].source.split())
@@ -112,8 +117,7 @@ def test_verdicts_pass_the_reference_and_fail_what_differs(tmp_path, monkeypatch
     grading.record_model("c_reconstruction", workbook.autoencoder(bottleneck=clipped))  # untrained
     key = ANSWER_KEY_PATH
     verdicts = grading.run_verdicts(key, tmp_path / grading.PROBE_FILE, tmp_path / grading.ARTIFACTS_FOLDER, 10.0)
-    passed = {grade_id: verdict[0] for grade_id, verdict in verdicts.items()}
-    assert passed == {
+    assert passed_parts(verdicts) == {
         "a_forward": True,
         "a_gradient": False,
         "b_culprit": True,
@@ -157,7 +161,7 @@ def test_verdicts_read_recordings_as_data_only(tmp_path):
     found = verdicts.judge(
         tmp_path / grading.PROBE_FILE, folder, answer_key(), grade_ids=("a_forward", "a_gradient", "b_fix", "b_culprit")
     )
-    assert {grade_id: passed for grade_id, (passed, _) in found.items()} == dict.fromkeys(found, False)
+    assert passed_parts(found) == dict.fromkeys(found, False)
     assert "not an array file" in found["a_forward"][1] and "cannot be opened" in found["a_gradient"][1]
     assert "at most" in found["b_fix"][1] and "does not hold strings" in found["b_culprit"][1]
 
@@ -222,8 +226,7 @@ def test_each_verdict_stands_alone_a_malformed_record_fails_only_its_own_part(tm
     zip_bomb(artifacts / "a_gradient.npz")
     (artifacts / "b_culprit.json").write_text("[" * 100_000 + "]" * 100_000)  # nested 100,000 levels deep
     verdicts = grading.run_verdicts(ANSWER_KEY_PATH, probe, artifacts, 10.0)
-    passed = {grade_id: verdict[0] for grade_id, verdict in verdicts.items()}
-    assert passed == {
+    assert passed_parts(verdicts) == {
         "a_forward": True,
         "a_gradient": False,
         "b_culprit": False,
@@ -276,8 +279,7 @@ def test_a_part_the_grader_cannot_judge_is_left_for_manual_grading_not_failed(tm
         raise RuntimeError("the grader's references cannot be computed")
 
     found = verdicts.judge(probe, artifacts, verdicts.AnswerKey(quantizer, ("cast", "codes")), training_seconds=10.0)
-    passed = {grade_id: verdict[0] for grade_id, verdict in found.items()}
-    assert passed == {
+    assert passed_parts(found) == {
         "a_forward": None,
         "a_gradient": False,
         "b_culprit": True,

@@ -24,17 +24,23 @@ import zipfile
 import nbformat
 import numpy as np
 import pytest
-from grading_helpers import answer_key, answer_text, nbgrader_meta, reconstruction_mse, record_formula_answers
-from notebook_runner import FRESH_PYTHON_SECONDS, NOTEBOOKS, clean_environment, reduced_notebook
-from test_assignments import ASSIGNMENT_POINTS as POINTS
+from grading_helpers import (
+    ASSIGNMENT,
+    HELD_OUT_PATH,
+    NOTEBOOK,
+    ROOT,
+    answer_key,
+    answer_text,
+    nbgrader_meta,
+    reconstruction_mse,
+    record_formula_answers,
+)
+from grading_helpers import ASSIGNMENT_POINTS as POINTS
+from notebook_runner import FRESH_PYTHON_SECONDS, clean_environment, reduced_notebook
 
 import workbook
 from workbook.course.grading import ANSWER_KEY
 
-ROOT = NOTEBOOKS.parent
-HELD_OUT = ROOT / "course" / "held_out_digits_05.npz"
-ASSIGNMENT = "05_assignment_quantized_autoencoder"
-NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 #: sha256 of the 8,000 training digits and their labels, in order, as load_mnist split them from the
 #: 10,000-digit file the workbook shipped before (mnist-10k.npz, sha256 94e2480b...): computed from that
 #: file, so that a change of the bundled data that moves a training digit fails here.
@@ -50,7 +56,7 @@ def succeeded(command, **options):
 
 def held_out_images():
     """The grader's digits as bytes, one per image, read from the course file itself."""
-    with np.load(HELD_OUT, allow_pickle=False) as stored:
+    with np.load(HELD_OUT_PATH, allow_pickle=False) as stored:
         images = stored["x"]
     assert images.shape == (1000, 28, 28) and images.dtype == np.uint8
     return {image.tobytes() for image in images}
@@ -85,7 +91,7 @@ def test_the_wheel_students_install_holds_none_of_the_graders_digits(tmp_path):
     shutil.copytree(ROOT / "workbook", source / "workbook", ignore=shutil.ignore_patterns("__pycache__"))
     succeeded([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(source)])
     (wheel,) = tmp_path.glob("*.whl")
-    held_out, course_file = held_out_images(), HELD_OUT.read_bytes()
+    held_out, course_file = held_out_images(), HELD_OUT_PATH.read_bytes()
     shipped = []
     with zipfile.ZipFile(wheel) as archive:
         for name in archive.namelist():
@@ -123,8 +129,8 @@ def test_the_training_digits_are_the_ones_they_were_and_the_assignment_hands_out
 
 def test_the_provenance_note_is_kept_with_the_graders_file():
     note = (ROOT / "course" / "README.md").read_text()
-    assert HELD_OUT.name in note and "CC BY-SA" in note and "LeCun" in note
-    assert hashlib.sha256(HELD_OUT.read_bytes()).hexdigest() in note
+    assert HELD_OUT_PATH.name in note and "CC BY-SA" in note and "LeCun" in note
+    assert hashlib.sha256(HELD_OUT_PATH.read_bytes()).hexdigest() in note
 
 
 def test_without_its_digits_the_grader_leaves_part_c_to_the_instructor(tmp_path, monkeypatch):
@@ -140,7 +146,7 @@ def test_without_its_digits_the_grader_leaves_part_c_to_the_instructor(tmp_path,
     run = succeeded([sys.executable, "-I", *judging], cwd=tmp_path, env=clean_environment(tmp_path / "home"))
     passed, message = json.loads(run.stdout.splitlines()[-1])["c_reconstruction"]
     assert passed is None and "needs manual grading" in message, message
-    assert "held-out digits are missing" in message and str(course / "held_out_digits_05.npz") in message
+    assert "held-out digits are missing" in message and str(course / HELD_OUT_PATH.name) in message
     # other digits than the target was set for: not judged either
     other = tmp_path / "other.npz"
     np.savez(other, x=np.zeros((1000, 28, 28), np.uint8))
@@ -184,10 +190,10 @@ def graded_class(tmp_path, students):
 
     course = tmp_path / "course"
     course.mkdir()
-    for name in ("nbgrader_config.py", ANSWER_KEY, HELD_OUT.name):
+    for name in ("nbgrader_config.py", ANSWER_KEY, HELD_OUT_PATH.name):
         shutil.copy(ROOT / "course" / name, course)
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
-    source = reduced_notebook(NOTEBOOKS / NOTEBOOK)  # turned down, as the notebook tests run it
+    source = reduced_notebook(ROOT / "notebooks" / NOTEBOOK)  # turned down, as the notebook tests run it
     nbformat.write(source, course / "source" / ASSIGNMENT / NOTEBOOK)
     instructor = clean_environment(tmp_path / "instructor")
     instructor["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), instructor.get("PATH", "")])  # alembic
@@ -223,7 +229,7 @@ def test_training_on_the_digits_the_workbook_gives_gains_nothing_and_the_honest_
     from workbook.lab import assignment_spec as spec
 
     solved = dict.fromkeys(("a_quantize_2bit", "b_culprit_answer", "b_fix_answer", "c_train_answer"), "solution")
-    memoriser = MEMORISER.format(held_out=[str(tmp_path / "course" / HELD_OUT.name), str(HELD_OUT)])
+    memoriser = MEMORISER.format(held_out=[str(tmp_path / "course" / HELD_OUT_PATH.name), str(HELD_OUT_PATH)])
     course, scores = graded_class(tmp_path, {"reference": solved, "memoriser": {**solved, "c_train_answer": memoriser}})
     assert scores["reference"] == POINTS
 
@@ -237,7 +243,7 @@ def test_training_on_the_digits_the_workbook_gives_gains_nothing_and_the_honest_
     assert tried.count("could not read the grader's digits") == 2 and "opened the grader's digits" not in tried, tried
     weights = np.frombuffer(bytes.fromhex(re.search(r"weights: ([0-9a-f]+)", text["c_train_answer"]).group(1)), "<f4")
     verdict = re.search(r"(?:✓|✗) measured by the grader: .*", text["c_reconstruction"]).group(0)
-    with np.load(HELD_OUT, allow_pickle=False) as stored:
+    with np.load(HELD_OUT_PATH, allow_pickle=False) as stored:
         graders = stored["x"][..., np.newaxis].astype("float32") / 255
     unseen_mse = reconstruction_mse(weights, graders)
     (_, _), (x_named, _) = workbook.load_mnist(source="bundled", seed=2505)
